@@ -1,0 +1,1 @@
+"""looprl: reinforcement learning for language models on environments written in plain Python."""

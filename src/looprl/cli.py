@@ -1,0 +1,60 @@
+"""The `looprl` command.
+
+A thin dispatcher: each subcommand lives in the package that owns it and is imported only when it
+runs, so `looprl --help` stays instant (no torch import). A `UserError` anywhere becomes a one-line
+message and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from looprl.errors import UserError
+
+# subcommand -> module exposing `add_arguments(parser)` and `run(args) -> int`
+COMMANDS: dict[str, tuple[str, str]] = {
+    "rl": ("looprl.launch.rl_command", "a whole training run: inference, env servers, orchestrator, trainer"),
+    "eval": ("looprl.orchestrator.eval_command", "rollouts of an environment against a model, recorded to a run dir"),
+    "validate": ("looprl.orchestrator.validate_command", "check an environment against the contract"),
+    "rollouts": ("looprl.store.rollouts_command", "a run's rollouts as a table or JSON lines"),
+    "logs": ("looprl.store.logs_command", "a rollout's (or a run's) log records"),
+    "metrics": ("looprl.store.metrics_command", "a run's per-step training metrics"),
+    "inspect": ("looprl.inspector.command", "the rollout inspector web UI"),
+    "inference": ("looprl.inference.command", "the embedded OpenAI-compatible inference engine"),
+}
+
+
+def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    parser = argparse.ArgumentParser(prog="looprl", description="Reinforcement learning for language models on Python environments.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parsers = {}
+    for name, (module, help_text) in COMMANDS.items():
+        parsers[name] = sub.add_parser(name, help=help_text, description=help_text)
+    return parser, parsers
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser, parsers = build_parser(argv)
+    name = argv[0] if argv and argv[0] in COMMANDS else None
+    if name is None:
+        parser.parse_args(argv)  # prints help / usage errors
+        parser.print_help()
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    module.add_arguments(parsers[name])
+    args = parser.parse_args(argv)
+    try:
+        return int(module.run(args) or 0)
+    except UserError as e:
+        print(f"looprl {name}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"looprl {name}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

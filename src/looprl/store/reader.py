@@ -1,0 +1,187 @@
+"""Read-only queries over a run store, shared by the CLI (`looprl rollouts/logs/metrics`) and the inspector.
+
+Opens the database read-only (`mode=ro` URI), so a reader can never block or corrupt the writer and
+follows a run while it is written (WAL). Every query is parameterised; JSON columns are decoded and
+validated into the typed records of `looprl.store.records` on read.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from looprl.envs.types import LogRecordData
+from looprl.errors import UserError
+from looprl.store.paths import db_path
+from looprl.store.records import ModelCall, RolloutRecord, RunInfo
+from looprl.store.schema import SCHEMA_VERSION
+
+SORT_COLUMNS = {
+    "step": "step", "reward": "reward", "duration": "duration_s", "turns": "turns",
+    "tokens": "completion_tokens", "started": "started_at", "example": "example_id",
+    "reason": "termination_reason", "advantage": "advantage",
+}
+"""Sort keys the rollout list accepts, mapped to columns (never interpolate user text into SQL)."""
+
+
+@dataclass
+class RolloutFilter:
+    """Filters for `RunStoreReader.list_rollouts`; every field is optional."""
+
+    split: str | None = None
+    step: int | None = None
+    step_min: int | None = None
+    step_max: int | None = None
+    termination_reason: str | None = None
+    reward_min: float | None = None
+    reward_max: float | None = None
+    has_error: bool | None = None
+    min_log_level: int | None = None
+    """Only rollouts with at least one log record at this stdlib level or above."""
+    q: str | None = None
+    """Substring search over transcripts and log messages (full-text index; 3+ characters)."""
+    group_id: str | None = None
+    sort: str = "started"
+    order: Literal["asc", "desc"] = "asc"
+    limit: int = 100
+    offset: int = 0
+
+
+class RunStoreReader:
+    """Read-only access to `{run_dir}/looprl.db`."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        path = db_path(self.run_dir)
+        if not path.exists():
+            raise UserError(f"{self.run_dir} is not a looprl run directory (no {path.name} in it)")
+        self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute("PRAGMA busy_timeout=10000")
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise UserError(f"{path} was written by a newer looprl (schema {version} > {SCHEMA_VERSION}); upgrade looprl")
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # runs and steps -------------------------------------------------------------------------
+
+    def runs(self) -> list[RunInfo]:
+        rows = self._conn.execute("SELECT * FROM runs ORDER BY created_at").fetchall()
+        return [RunInfo(**{**dict(r), "config": json.loads(r["config"]), "summary": json.loads(r["summary"])})
+                for r in rows]
+
+    def run(self, run_id: str | None = None) -> RunInfo:
+        """The run with this id, or the directory's only (latest) run."""
+        runs = self.runs()
+        for run in reversed(runs):
+            if run_id is None or run.run_id == run_id:
+                return run
+        raise UserError(f"no run {run_id!r} in {self.run_dir}" if run_id else f"{self.run_dir} holds no run yet")
+
+    def steps(self, run_id: str) -> list[dict[str, Any]]:
+        """Per-step metrics, each `{"step": N, "time": T, **metrics}`, in step order."""
+        rows = self._conn.execute(
+            "SELECT step, time, metrics FROM steps WHERE run_id=? ORDER BY step", (run_id,)).fetchall()
+        return [{"step": r["step"], "time": r["time"], **json.loads(r["metrics"])} for r in rows]
+
+    # rollouts --------------------------------------------------------------------------------
+
+    def list_rollouts(self, run_id: str, f: RolloutFilter | None = None) -> tuple[list[RolloutRecord], int]:
+        """Rollouts matching `f` (without model calls and logs) and the total count before paging."""
+        f = f or RolloutFilter()
+        where, params = self._where(run_id, f)
+        total = self._conn.execute(f"SELECT COUNT(*) FROM rollouts r WHERE {where}", params).fetchone()[0]
+        column = SORT_COLUMNS.get(f.sort)
+        if column is None:
+            raise UserError(f"unknown sort key {f.sort!r}; expected one of {', '.join(SORT_COLUMNS)}")
+        direction = "DESC" if f.order == "desc" else "ASC"
+        rows = self._conn.execute(
+            f"SELECT r.* FROM rollouts r WHERE {where} ORDER BY r.{column} {direction}, r.rowid {direction} "
+            "LIMIT ? OFFSET ?", [*params, f.limit, f.offset]).fetchall()
+        return [self._rollout(row) for row in rows], total
+
+    def _where(self, run_id: str, f: RolloutFilter) -> tuple[str, list[Any]]:
+        clauses, params = ["r.run_id = ?"], [run_id]
+        simple = [("r.split = ?", f.split), ("r.step = ?", f.step), ("r.step >= ?", f.step_min),
+                  ("r.step <= ?", f.step_max), ("r.termination_reason = ?", f.termination_reason),
+                  ("r.reward >= ?", f.reward_min), ("r.reward <= ?", f.reward_max),
+                  ("r.max_log_level >= ?", f.min_log_level), ("r.group_id = ?", f.group_id)]
+        for clause, value in simple:
+            if value is not None:
+                clauses.append(clause)
+                params.append(value)
+        if f.has_error is not None:
+            clauses.append("r.error IS NOT NULL" if f.has_error else "r.error IS NULL")
+        if f.q:
+            clauses.append(
+                "(r.rowid IN (SELECT rowid FROM rollouts_fts WHERE rollouts_fts MATCH ?) OR r.rollout_id IN "
+                "(SELECT l.rollout_id FROM rollout_logs l WHERE l.id IN "
+                "(SELECT rowid FROM rollout_logs_fts WHERE rollout_logs_fts MATCH ?)))")
+            if len(f.q) < 3:  # the trigram index needs 3 characters; fall back to a scan
+                clauses[-1] = ("(r.messages LIKE ? OR r.rollout_id IN (SELECT rollout_id FROM rollout_logs "
+                               "WHERE message LIKE ?))")
+                params += [f"%{f.q}%", f"%{f.q}%"]
+            else:
+                phrase = '"' + f.q.replace('"', '""') + '"'
+                params += [phrase, phrase]
+        return " AND ".join(clauses), params
+
+    def rollout(self, rollout_id: str) -> RolloutRecord:
+        """One rollout with its model calls and log records."""
+        row = self._conn.execute("SELECT * FROM rollouts WHERE rollout_id=?", (rollout_id,)).fetchone()
+        if row is None:
+            raise UserError(f"no rollout {rollout_id!r} in {self.run_dir}")
+        record = self._rollout(row)
+        record.model_calls = self.model_calls(rollout_id)
+        record.logs = self.logs(rollout_id=rollout_id)
+        return record
+
+    def siblings(self, group_id: str) -> list[RolloutRecord]:
+        rows = self._conn.execute(
+            "SELECT * FROM rollouts WHERE group_id=? ORDER BY rowid", (group_id,)).fetchall()
+        return [self._rollout(r) for r in rows]
+
+    def model_calls(self, rollout_id: str) -> list[ModelCall]:
+        rows = self._conn.execute(
+            "SELECT * FROM model_calls WHERE rollout_id=? ORDER BY idx", (rollout_id,)).fetchall()
+        out = []
+        for r in rows:
+            d = dict(r)
+            for key in ("prompt_token_ids", "completion_token_ids", "completion_logprobs"):
+                d[key] = None if d[key] is None else json.loads(d[key])
+            out.append(ModelCall(**d))
+        return out
+
+    def logs(self, *, rollout_id: str | None = None, run_id: str | None = None, min_level: int = 0,
+             limit: int | None = None) -> list[LogRecordData]:
+        """Log records of one rollout, or of a whole run, in time order."""
+        sql = "SELECT * FROM rollout_logs WHERE level >= ?"
+        params: list[Any] = [min_level]
+        if rollout_id is not None:
+            sql += " AND rollout_id = ?"
+            params.append(rollout_id)
+        if run_id is not None:
+            sql += " AND run_id = ?"
+            params.append(run_id)
+        sql += " ORDER BY time, id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [LogRecordData(**dict(r)) for r in self._conn.execute(sql, params)]
+
+    def logs_with_rollout(self, run_id: str, min_level: int = 0) -> list[tuple[str, LogRecordData]]:
+        """Every log record of a run with the id of its rollout, in time order."""
+        rows = self._conn.execute(
+            "SELECT * FROM rollout_logs WHERE run_id=? AND level>=? ORDER BY time, id", (run_id, min_level))
+        return [(r["rollout_id"], LogRecordData(**dict(r))) for r in rows]
+
+    def _rollout(self, row: sqlite3.Row) -> RolloutRecord:
+        d = dict(row)
+        for key in ("rewards", "messages", "example_args"):
+            d[key] = json.loads(d[key])
+        return RolloutRecord(**d)

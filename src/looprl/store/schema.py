@@ -1,0 +1,119 @@
+"""The run store's SQLite schema: one database per run directory (`{output_dir}/looprl.db`).
+
+One writer (the orchestrator, or `looprl eval`) appends; the inspector and the CLI open it read-only.
+WAL mode lets readers follow a run while it is written. `SCHEMA_VERSION` is kept in
+`PRAGMA user_version`; a reader refuses a newer version than it knows and migrates older ones.
+
+Tables
+- `runs`: one row per run (kind `eval` | `rl`, env, model, resolved config, status, summary).
+- `steps`: per-step training metrics of `looprl rl` (a JSON object per step).
+- `rollouts`: one row per rollout; `rewards` holds the components exactly as the env emitted them
+  (zero-filled ones are absent, so viewers can mark them), `reward` the aggregated total.
+- `model_calls`: every model call a rollout made through the gateway, with token ids and logprobs.
+- `rollout_logs`: the stdlib `logging` records attributed to each rollout.
+- `rollouts_fts`, `rollout_logs_fts`: full-text indexes (FTS5, trigram tokenizer, so any substring
+  matches) over transcripts and log messages, kept in sync by triggers.
+"""
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id       TEXT PRIMARY KEY,
+    kind         TEXT NOT NULL,              -- 'eval' | 'rl'
+    env          TEXT NOT NULL,              -- environment source, 'path.py:Class' or 'module:Class'
+    env_name     TEXT NOT NULL,
+    model        TEXT NOT NULL,
+    config       TEXT NOT NULL DEFAULT '{}', -- JSON: resolved configuration
+    status       TEXT NOT NULL,              -- 'running' | 'completed' | 'failed' | 'interrupted'
+    created_at   REAL NOT NULL,
+    finished_at  REAL,
+    summary      TEXT NOT NULL DEFAULT '{}'  -- JSON: end-of-run summary
+);
+
+CREATE TABLE IF NOT EXISTS steps (
+    run_id   TEXT NOT NULL,
+    step     INTEGER NOT NULL,
+    time     REAL NOT NULL,
+    metrics  TEXT NOT NULL,                  -- JSON object of metric name -> number
+    PRIMARY KEY (run_id, step)
+);
+
+CREATE TABLE IF NOT EXISTS rollouts (
+    rollout_id          TEXT PRIMARY KEY,
+    run_id              TEXT NOT NULL,
+    step                INTEGER NOT NULL,
+    split               TEXT NOT NULL,       -- 'train' | 'eval'
+    env_name            TEXT NOT NULL,
+    example_id          TEXT NOT NULL,
+    group_id            TEXT NOT NULL,
+    termination_reason  TEXT NOT NULL,
+    error               TEXT,
+    rewards             TEXT NOT NULL DEFAULT '{}',  -- JSON: components as emitted
+    reward              REAL,                -- aggregated total; NULL for failed rollouts
+    advantage           REAL,
+    turns               INTEGER NOT NULL DEFAULT 0,
+    tool_calls          INTEGER NOT NULL DEFAULT 0,
+    prompt_tokens       INTEGER NOT NULL DEFAULT 0,
+    completion_tokens   INTEGER NOT NULL DEFAULT 0,
+    started_at          REAL NOT NULL,
+    finished_at         REAL NOT NULL,
+    duration_s          REAL NOT NULL,
+    messages            TEXT NOT NULL,       -- JSON: the full transcript (OpenAI chat messages)
+    example_args        TEXT NOT NULL DEFAULT '{}',
+    log_count           INTEGER NOT NULL DEFAULT 0,
+    logs_dropped        INTEGER NOT NULL DEFAULT 0,
+    logs_truncated      INTEGER NOT NULL DEFAULT 0,
+    max_log_level       INTEGER NOT NULL DEFAULT 0  -- highest stdlib level among its records
+);
+CREATE INDEX IF NOT EXISTS rollouts_by_step ON rollouts (run_id, split, step);
+CREATE INDEX IF NOT EXISTS rollouts_by_group ON rollouts (group_id);
+CREATE INDEX IF NOT EXISTS rollouts_by_reason ON rollouts (run_id, termination_reason);
+CREATE INDEX IF NOT EXISTS rollouts_by_reward ON rollouts (run_id, reward);
+
+CREATE TABLE IF NOT EXISTS model_calls (
+    id                    INTEGER PRIMARY KEY,
+    run_id                TEXT NOT NULL,
+    rollout_id            TEXT NOT NULL,
+    idx                   INTEGER NOT NULL,  -- order within the rollout
+    started_at            REAL NOT NULL,
+    latency_s             REAL NOT NULL,
+    status                INTEGER NOT NULL,  -- HTTP status the env saw
+    finish_reason         TEXT,
+    prompt_tokens         INTEGER NOT NULL DEFAULT 0,
+    completion_tokens     INTEGER NOT NULL DEFAULT 0,
+    prompt_token_ids      TEXT,              -- JSON list, NULL when the upstream returned none
+    completion_token_ids  TEXT,
+    completion_logprobs   TEXT,
+    error                 TEXT
+);
+CREATE INDEX IF NOT EXISTS model_calls_by_rollout ON model_calls (rollout_id, idx);
+
+CREATE TABLE IF NOT EXISTS rollout_logs (
+    id          INTEGER PRIMARY KEY,
+    run_id      TEXT NOT NULL,
+    rollout_id  TEXT NOT NULL,
+    time        REAL NOT NULL,               -- unix seconds
+    level       INTEGER NOT NULL,            -- stdlib level number
+    level_name  TEXT NOT NULL,
+    logger      TEXT NOT NULL,
+    message     TEXT NOT NULL,
+    pathname    TEXT,
+    lineno      INTEGER,
+    func        TEXT,
+    exception   TEXT                         -- formatted traceback, if any
+);
+CREATE INDEX IF NOT EXISTS rollout_logs_by_rollout ON rollout_logs (rollout_id, time);
+CREATE INDEX IF NOT EXISTS rollout_logs_by_level ON rollout_logs (run_id, level);
+
+CREATE VIRTUAL TABLE IF NOT EXISTS rollouts_fts USING fts5(
+    messages, content='rollouts', content_rowid='rowid', tokenize='trigram');
+CREATE TRIGGER IF NOT EXISTS rollouts_fts_insert AFTER INSERT ON rollouts BEGIN
+    INSERT INTO rollouts_fts(rowid, messages) VALUES (new.rowid, new.messages);
+END;
+CREATE VIRTUAL TABLE IF NOT EXISTS rollout_logs_fts USING fts5(
+    message, exception, content='rollout_logs', content_rowid='id', tokenize='trigram');
+CREATE TRIGGER IF NOT EXISTS rollout_logs_fts_insert AFTER INSERT ON rollout_logs BEGIN
+    INSERT INTO rollout_logs_fts(rowid, message, exception) VALUES (new.id, new.message, new.exception);
+END;
+"""

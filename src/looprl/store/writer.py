@@ -1,0 +1,135 @@
+"""The run store's only writer.
+
+Creates `looprl.db` (WAL, `busy_timeout`), and appends runs, steps, rollouts with their model calls
+and log records. Each `write_rollouts` call is one transaction, so readers never see a rollout
+without its logs. Calls are synchronous and short; async callers run them with `asyncio.to_thread`
+(the internal lock makes that safe from any thread).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from looprl.store.paths import db_path
+from looprl.store.records import RolloutRecord, RunInfo
+from looprl.store.schema import SCHEMA, SCHEMA_VERSION
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+class RunStoreWriter:
+    """Appends to `{run_dir}/looprl.db`, creating it (and the directory) when missing."""
+
+    def __init__(self, run_dir: Path) -> None:
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = db_path(run_dir)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA busy_timeout=10000")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, SCHEMA_VERSION):
+            raise RuntimeError(f"{self.path} has schema version {version}; this looprl writes {SCHEMA_VERSION}")
+        self._conn.executescript(SCHEMA)
+        self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def start_run(self, run: RunInfo) -> None:
+        """Insert the run row, or mark an existing one (a resumed run) as running again."""
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO runs (run_id, kind, env, env_name, model, config, status, created_at, summary) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(run_id) DO UPDATE SET status='running', finished_at=NULL, config=excluded.config",
+                (run.run_id, run.kind, run.env, run.env_name, run.model, _json(run.config), "running",
+                 run.created_at, _json(run.summary)),
+            )
+
+    def finish_run(self, run_id: str, status: str, summary: dict[str, Any]) -> None:
+        with self._lock:
+            self._conn.execute(
+                "UPDATE runs SET status=?, finished_at=?, summary=? WHERE run_id=?",
+                (status, time.time(), _json(summary), run_id),
+            )
+
+    def write_step(self, run_id: str, step: int, metrics: dict[str, Any]) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO steps (run_id, step, time, metrics) VALUES (?, ?, ?, ?)",
+                (run_id, step, time.time(), _json(metrics)),
+            )
+
+    def delete_steps_after(self, run_id: str, step: int) -> None:
+        """Forget everything recorded after `step` (used on resume, so no step is duplicated)."""
+        with self._lock, self._transaction():
+            ids = [r[0] for r in self._conn.execute(
+                "SELECT rollout_id FROM rollouts WHERE run_id=? AND step>?", (run_id, step))]
+            for table in ("model_calls", "rollout_logs"):
+                self._conn.executemany(f"DELETE FROM {table} WHERE rollout_id=?", [(i,) for i in ids])
+            self._conn.execute("DELETE FROM rollouts WHERE run_id=? AND step>?", (run_id, step))
+            self._conn.execute("DELETE FROM steps WHERE run_id=? AND step>?", (run_id, step))
+
+    def write_rollouts(self, rollouts: Iterable[RolloutRecord]) -> None:
+        """Append finished rollouts with their model calls and log records, in one transaction."""
+        with self._lock, self._transaction():
+            for r in rollouts:
+                self._insert_rollout(r)
+
+    def _insert_rollout(self, r: RolloutRecord) -> None:
+        self._conn.execute(
+            "INSERT INTO rollouts (rollout_id, run_id, step, split, env_name, example_id, group_id, "
+            "termination_reason, error, rewards, reward, advantage, turns, tool_calls, prompt_tokens, "
+            "completion_tokens, started_at, finished_at, duration_s, messages, example_args, log_count, "
+            "logs_dropped, logs_truncated, max_log_level) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (r.rollout_id, r.run_id, r.step, r.split, r.env_name, r.example_id, r.group_id,
+             r.termination_reason, r.error, _json(r.rewards), r.reward, r.advantage, r.turns, r.tool_calls,
+             r.prompt_tokens, r.completion_tokens, r.started_at, r.finished_at,
+             r.duration_s, _json(r.messages), _json(r.example_args), r.log_count,
+             r.logs_dropped, r.logs_truncated, r.max_log_level),
+        )
+        self._conn.executemany(
+            "INSERT INTO model_calls (run_id, rollout_id, idx, started_at, latency_s, status, finish_reason, "
+            "prompt_tokens, completion_tokens, prompt_token_ids, completion_token_ids, completion_logprobs, error) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(r.run_id, r.rollout_id, c.idx, c.started_at, c.latency_s, c.status, c.finish_reason,
+              c.prompt_tokens, c.completion_tokens,
+              None if c.prompt_token_ids is None else _json(c.prompt_token_ids),
+              None if c.completion_token_ids is None else _json(c.completion_token_ids),
+              None if c.completion_logprobs is None else _json(c.completion_logprobs), c.error)
+             for c in r.model_calls],
+        )
+        self._conn.executemany(
+            "INSERT INTO rollout_logs (run_id, rollout_id, time, level, level_name, logger, message, "
+            "pathname, lineno, func, exception) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(r.run_id, r.rollout_id, rec.time, rec.level, rec.level_name, rec.logger, rec.message,
+              rec.pathname, rec.lineno, rec.func, rec.exception) for rec in r.logs],
+        )
+
+    def _transaction(self) -> "_Transaction":
+        return _Transaction(self._conn)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on error (the connection runs in autocommit mode)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._conn.execute("ROLLBACK" if exc_type else "COMMIT")

@@ -26,6 +26,12 @@ SORT_COLUMNS = {
 }
 """Sort keys the rollout list accepts, mapped to columns (never interpolate user text into SQL)."""
 
+ROW_COLUMNS = ", ".join(f"r.{c}" for c in (
+    "rollout_id", "run_id", "step", "split", "env_name", "example_id", "group_id", "termination_reason", "error",
+    "rewards", "reward", "advantage", "turns", "tool_calls", "prompt_tokens", "completion_tokens", "started_at",
+    "finished_at", "log_count", "logs_dropped", "logs_truncated", "max_log_level")) + ", '[]' AS messages, '{}' AS example_args"
+"""A rollout row without its transcript: what tables of rollouts need, cheap to read."""
+
 
 @dataclass
 class RolloutFilter:
@@ -118,10 +124,11 @@ class RunStoreReader:
         if f.has_error is not None:
             clauses.append("r.error IS NOT NULL" if f.has_error else "r.error IS NULL")
         if f.q:
+            # one set of rowids, so SQLite can drive the query from the (usually small) match set
             clauses.append(
-                "(r.rowid IN (SELECT rowid FROM rollouts_fts WHERE rollouts_fts MATCH ?) OR r.rollout_id IN "
-                "(SELECT l.rollout_id FROM rollout_logs l WHERE l.id IN "
-                "(SELECT rowid FROM rollout_logs_fts WHERE rollout_logs_fts MATCH ?)))")
+                "r.rowid IN (SELECT rowid FROM rollouts_fts WHERE rollouts_fts MATCH ? UNION "
+                "SELECT m.rowid FROM rollouts m WHERE m.rollout_id IN (SELECT l.rollout_id FROM rollout_logs l "
+                "WHERE l.id IN (SELECT rowid FROM rollout_logs_fts WHERE rollout_logs_fts MATCH ?)))")
             if len(f.q) < 3:  # the trigram index needs 3 characters; fall back to a scan
                 clauses[-1] = ("(r.messages LIKE ? OR r.rollout_id IN (SELECT rollout_id FROM rollout_logs "
                                "WHERE message LIKE ?))")
@@ -179,6 +186,126 @@ class RunStoreReader:
         rows = self._conn.execute(
             "SELECT * FROM rollout_logs WHERE run_id=? AND level>=? ORDER BY time, id", (run_id, min_level))
         return [(r["rollout_id"], LogRecordData(**dict(r))) for r in rows]
+
+    # queries for the inspector ---------------------------------------------------------------
+
+    def list_rollout_rows(self, run_id: str, f: RolloutFilter | None = None) -> tuple[list[RolloutRecord], int]:
+        """Like `list_rollouts`, but without reading transcripts (`messages` and `example_args` come back
+        empty): the inspector's rollout table, fast on large stores."""
+        f = f or RolloutFilter()
+        where, params = self._where(run_id, f)
+        total = self._conn.execute(f"SELECT COUNT(*) FROM rollouts r WHERE {where}", params).fetchone()[0]
+        column, direction = self._sort(f)
+        rows = self._conn.execute(
+            f"SELECT {ROW_COLUMNS} FROM rollouts r WHERE {where} ORDER BY r.{column} {direction}, "
+            f"r.rowid {direction} LIMIT ? OFFSET ?", [*params, f.limit, f.offset]).fetchall()
+        return [self._rollout(row) for row in rows], total
+
+    def neighbours(self, run_id: str, rollout_id: str, f: RolloutFilter) -> tuple[str | None, str | None]:
+        """The ids before and after `rollout_id` in the list `f` selects (its filters and sort), or None."""
+        column, direction = self._sort(f)
+        current = self._conn.execute(
+            f"SELECT rowid, {column} FROM rollouts WHERE rollout_id=?", (rollout_id,)).fetchone()
+        if current is None:
+            return None, None
+        rowid, value = current[0], current[1]
+        where, params = self._where(run_id, f)
+        # (value, rowid) keys in ascending order, NULLs first as SQLite sorts them
+        if value is None:
+            after = (f"((r.{column} IS NULL AND r.rowid > ?) OR r.{column} IS NOT NULL)", [rowid])
+            before = (f"(r.{column} IS NULL AND r.rowid < ?)", [rowid])
+        else:
+            after = (f"(r.{column} > ? OR (r.{column} = ? AND r.rowid > ?))", [value, value, rowid])
+            before = (f"(r.{column} IS NULL OR r.{column} < ? OR (r.{column} = ? AND r.rowid < ?))",
+                      [value, value, rowid])
+
+        def first(side: tuple[str, list[Any]], order: str) -> str | None:
+            row = self._conn.execute(
+                f"SELECT r.rollout_id FROM rollouts r WHERE {where} AND {side[0]} "
+                f"ORDER BY r.{column} {order}, r.rowid {order} LIMIT 1", [*params, *side[1]]).fetchone()
+            return None if row is None else row[0]
+
+        if direction == "ASC":
+            return first(before, "DESC"), first(after, "ASC")
+        return first(after, "ASC"), first(before, "DESC")
+
+    def sibling_rows(self, group_id: str) -> list[RolloutRecord]:
+        """A group's rollouts without transcripts, in the order they were written."""
+        rows = self._conn.execute(
+            f"SELECT {ROW_COLUMNS} FROM rollouts r WHERE group_id=? ORDER BY rowid", (group_id,)).fetchall()
+        return [self._rollout(r) for r in rows]
+
+    def reward_components(self, run_id: str, split: str, steps: list[int] | None = None) -> dict[int, list[str]]:
+        """Reward component names emitted by any rollout, per step (`steps` given) or for the whole
+        split (`steps=None`, under key -1): a rollout missing one of its scope's names was zero-filled."""
+        if steps is None:
+            rows = self._conn.execute(
+                "SELECT DISTINCT -1, j.key FROM rollouts r, json_each(r.rewards) j WHERE r.run_id=? AND r.split=?",
+                (run_id, split)).fetchall()
+        else:
+            marks = ",".join("?" * len(steps))
+            rows = self._conn.execute(
+                f"SELECT DISTINCT r.step, j.key FROM rollouts r, json_each(r.rewards) j "
+                f"WHERE r.run_id=? AND r.split=? AND r.step IN ({marks})", (run_id, split, *steps)).fetchall()
+        out: dict[int, list[str]] = {}
+        for step, key in rows:
+            out.setdefault(step, []).append(key)
+        return {step: sorted(keys) for step, keys in out.items()}
+
+    def termination_reasons(self, run_id: str, split: str) -> dict[str, int]:
+        """How many rollouts of the split ended with each termination reason."""
+        rows = self._conn.execute(
+            "SELECT termination_reason, COUNT(*) FROM rollouts WHERE run_id=? AND split=? "
+            "GROUP BY termination_reason ORDER BY 2 DESC", (run_id, split)).fetchall()
+        return {reason: count for reason, count in rows}
+
+    def rollout_counts(self, run_id: str) -> dict[str, int]:
+        """Number of rollouts per split."""
+        rows = self._conn.execute(
+            "SELECT split, COUNT(*) FROM rollouts WHERE run_id=? GROUP BY split", (run_id,)).fetchall()
+        return {split: count for split, count in rows}
+
+    def last_step(self, run_id: str) -> tuple[int | None, dict[str, Any]]:
+        """The last recorded training step and its metrics, or `(None, {})`."""
+        row = self._conn.execute(
+            "SELECT step, metrics FROM steps WHERE run_id=? ORDER BY step DESC LIMIT 1", (run_id,)).fetchone()
+        return (None, {}) if row is None else (row[0], json.loads(row[1]))
+
+    def mean_reward(self, run_id: str, split: str, step: int | None = None) -> float | None:
+        """Mean aggregated reward of the split's scored rollouts (of one step, when given)."""
+        sql, params = "SELECT AVG(reward) FROM rollouts WHERE run_id=? AND split=?", [run_id, split]
+        if step is not None:
+            sql += " AND step=?"
+            params.append(step)
+        return self._conn.execute(sql, params).fetchone()[0]
+
+    def max_step(self, run_id: str, split: str) -> int | None:
+        """The highest step any rollout of the split was recorded at."""
+        return self._conn.execute(
+            "SELECT MAX(step) FROM rollouts WHERE run_id=? AND split=?", (run_id, split)).fetchone()[0]
+
+    def step_rewards(self, run_id: str, split: str) -> list[dict[str, Any]]:
+        """Per step of a split: rollout count, failures, mean aggregated reward and mean of each reward
+        component (zero-filled components count as 0), computed from the rollouts themselves."""
+        totals = self._conn.execute(
+            "SELECT step, COUNT(*), SUM(reward IS NULL), AVG(reward), COUNT(reward) FROM rollouts "
+            "WHERE run_id=? AND split=? GROUP BY step ORDER BY step", (run_id, split)).fetchall()
+        sums = self._conn.execute(
+            "SELECT r.step, j.key, SUM(j.value) FROM rollouts r, json_each(r.rewards) j "
+            "WHERE r.run_id=? AND r.split=? AND r.reward IS NOT NULL GROUP BY r.step, j.key",
+            (run_id, split)).fetchall()
+        components: dict[int, dict[str, float]] = {}
+        for step, key, total in sums:
+            components.setdefault(step, {})[key] = total
+        return [{"step": step, "rollouts": n, "failed": failed, "reward": mean,
+                 **{f"reward/{k}": v / scored for k, v in components.get(step, {}).items() if scored}}
+                for step, n, failed, mean, scored in totals]
+
+    def _sort(self, f: RolloutFilter) -> tuple[str, str]:
+        column = SORT_COLUMNS.get(f.sort)
+        if column is None:
+            raise UserError(f"unknown sort key {f.sort!r}; expected one of {', '.join(SORT_COLUMNS)}")
+        return column, "DESC" if f.order == "desc" else "ASC"
 
     def _rollout(self, row: sqlite3.Row) -> RolloutRecord:
         d = dict(row)

@@ -1,0 +1,76 @@
+"""An environment hosted on its own event loop in a dedicated thread.
+
+User code must never run on the orchestrator's event loop: a blocking hook would stall the gateway
+and every other rollout. This host gives the env a loop of its own in one thread; the orchestrator
+awaits its results through futures. `looprl eval` uses it; `looprl rl` uses env server processes,
+which run the same `run_group_captured` inside worker processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from looprl.envs.dataset import Dataset
+from looprl.envs.environment import Environment
+from looprl.envs.logging import LogLimits, install_capture
+from looprl.envs.runtime import run_group_captured
+from looprl.envs.types import DatasetSplit, GroupRequest, RolloutResult
+
+T = TypeVar("T")
+
+
+class ThreadEnvHost:
+    """Owns one environment instance and the thread whose event loop runs all of its code."""
+
+    def __init__(self, make_env: Callable[[], Environment], *, log_level: str = "INFO",
+                 log_limits: LogLimits | None = None) -> None:
+        self._make_env = make_env
+        self._limits = log_limits
+        self._log_level = log_level
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="looprl-env", daemon=True)
+        self.env: Environment | None = None
+
+    async def start(self) -> None:
+        install_capture(self._log_level)
+        self._thread.start()
+        self.env = await self._call(self._construct)
+
+    async def _construct(self) -> Environment:
+        return self._make_env()
+
+    async def _call(self, factory: Callable[[], Awaitable[T]]) -> T:
+        future = asyncio.run_coroutine_threadsafe(factory(), self._loop)  # type: ignore[arg-type]
+        return await asyncio.wrap_future(future)
+
+    async def create_dataset(self, split: DatasetSplit, base_dir: Path, max_examples: int | None) -> Dataset:
+        assert self.env is not None
+        env = self.env
+        return await self._call(lambda: env.create_dataset(split, base_dir, max_examples=max_examples))
+
+    async def run_group(self, request: GroupRequest) -> list[RolloutResult]:
+        assert self.env is not None
+        env = self.env
+        return await self._call(lambda: run_group_captured(env, request, self._limits))
+
+    async def call(self, fn: Callable[[Environment], Awaitable[Any]]) -> Any:
+        """Run `fn(env)` on the env's loop (for checks such as `list_tools`)."""
+        assert self.env is not None
+        env = self.env
+        return await self._call(lambda: fn(env))
+
+    async def aclose(self) -> None:
+        if self.env is not None:
+            env, self.env = self.env, None
+            try:
+                await self._call(env.aclose)
+            finally:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._thread.join(timeout=10)
+        elif self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)

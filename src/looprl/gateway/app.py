@@ -1,0 +1,167 @@
+"""The gateway: per-rollout OpenAI-compatible base URLs in front of any upstream engine.
+
+Env code talks to `http://HOST:PORT/sessions/{rollout_id}/v1` with a plain OpenAI client. The
+gateway applies the run's sampling parameters, asks the upstream (vLLM or the embedded engine) for
+token ids and logprobs, enforces the rollout's context budget, forwards the answer, and records the
+call under its rollout. The orchestrator opens a session before a rollout starts and collects its
+calls when it ends; requests for unknown sessions get 404, so stray traffic is never misattributed.
+
+Context budget: the rollout's context (prompt + completion tokens of its latest call) may not exceed
+`context_budget` tokens. A call whose context already reached the budget is refused with HTTP 400,
+code `context_budget_exceeded` (the env loop ends the rollout as `context_exceeded`); otherwise
+`max_tokens` is capped to the room left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from looprl.gateway.recording import record_call
+from looprl.gateway.sampling import SamplingParams, apply_sampling
+from looprl.store.records import ModelCall
+
+
+def error_response(status: int, message: str, code: str, type_: str = "invalid_request_error") -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": type_, "code": code}}, status_code=status)
+
+
+@dataclass
+class Session:
+    """One rollout's model traffic."""
+
+    rollout_id: str
+    context_budget: int | None = None
+    calls: list[ModelCall] = field(default_factory=list)
+    context_tokens: int = 0
+    """Prompt + completion tokens of the latest successful call."""
+
+
+class Gateway:
+    """Sessions, recording and forwarding; `serve()` runs it on a local port."""
+
+    def __init__(self, upstream_base_url: str, model: str, sampling: SamplingParams | None = None,
+                 context_budget: int | None = None, api_key: str | None = None) -> None:
+        self.upstream = upstream_base_url.rstrip("/")
+        self.model = model
+        self.sampling = sampling or SamplingParams()
+        self.context_budget = context_budget
+        self._sessions: dict[str, Session] = {}
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        limits = httpx.Limits(max_connections=1024, max_keepalive_connections=256)
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(3600, connect=30), limits=limits, headers=headers)
+        self.app = self._build_app()
+
+    # sessions --------------------------------------------------------------------------------
+
+    def open_session(self, rollout_id: str, context_budget: int | None = None) -> None:
+        self._sessions[rollout_id] = Session(rollout_id, context_budget or self.context_budget)
+
+    def close_session(self, rollout_id: str) -> list[ModelCall]:
+        """End a rollout's session and return its recorded calls (empty if it never called)."""
+        session = self._sessions.pop(rollout_id, None)
+        return session.calls if session else []
+
+    # HTTP ------------------------------------------------------------------------------------
+
+    def _build_app(self) -> FastAPI:
+        app = FastAPI(title="looprl gateway")
+
+        @app.post("/sessions/{rollout_id}/v1/chat/completions")
+        async def chat(rollout_id: str, request: Request):
+            session = self._sessions.get(rollout_id)
+            if session is None:
+                return error_response(404, f"no open session for rollout {rollout_id!r}", "unknown_session")
+            try:
+                body = await request.json()
+            except ValueError:
+                return error_response(400, "request body is not valid JSON", "invalid_json")
+            if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+                return error_response(400, "request must be a JSON object with a 'messages' list", "invalid_request")
+            if body.get("stream"):
+                return error_response(400, "streaming is not supported through the looprl gateway", "stream_unsupported")
+            if (body.get("n") or 1) != 1:
+                return error_response(400, "n > 1 is not supported: run sibling rollouts instead", "n_unsupported")
+            return await self._forward(session, body)
+
+        @app.get("/sessions/{rollout_id}/v1/models")
+        async def models(rollout_id: str):
+            return {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "looprl"}]}
+
+        @app.get("/health")
+        async def health():
+            return {"status": "ok", "sessions": len(self._sessions)}
+
+        return app
+
+    async def _forward(self, session: Session, body: dict[str, Any]) -> JSONResponse:
+        idx = len(session.calls)
+        budget = session.context_budget
+        if budget is not None and session.context_tokens >= budget:
+            session.calls.append(record_call(session.rollout_id, idx, time.time(), 0.0, 400, None,
+                                             error="context_budget_exceeded"))
+            return error_response(400, f"rollout context reached its budget of {budget} tokens "
+                                       f"({session.context_tokens} used)", "context_budget_exceeded")
+        payload = apply_sampling(body, self.sampling, session.rollout_id, idx)
+        payload["model"] = self.model
+        if budget is not None and session.context_tokens:
+            room = budget - session.context_tokens
+            payload["max_tokens"] = min(payload.get("max_tokens") or room, room)
+        started = time.time()
+        try:
+            response = await self._client.post(f"{self.upstream}/chat/completions", json=payload)
+        except httpx.HTTPError as e:
+            latency = time.time() - started
+            message = f"upstream {self.upstream} unreachable: {type(e).__name__}: {e}"
+            session.calls.append(record_call(session.rollout_id, idx, started, latency, 502, None, error=message))
+            return error_response(502, message, "upstream_unreachable", "api_error")
+        latency = time.time() - started
+        try:
+            data = response.json()
+        except ValueError:
+            data = {"error": {"message": response.text[:2000], "type": "api_error", "code": "bad_upstream_response"}}
+        error = None if response.status_code == 200 else str((data.get("error") or {}).get("message") or data)[:2000]
+        call = record_call(session.rollout_id, idx, started, latency, response.status_code, data, error=error)
+        if budget is not None and response.status_code == 200 and call.prompt_tokens >= budget:
+            call = call.model_copy(update={"status": 400, "error": "context_budget_exceeded"})
+            session.calls.append(call)
+            return error_response(400, f"prompt of {call.prompt_tokens} tokens exceeds the rollout's context "
+                                       f"budget of {budget}", "context_budget_exceeded")
+        session.calls.append(call)
+        if response.status_code == 200:
+            session.context_tokens = call.prompt_tokens + call.completion_tokens
+        return JSONResponse(data, status_code=response.status_code)
+
+    # serving ---------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def serve(self, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
+        """Serve on `host:port` (0: a free port) in this event loop; yields the per-rollout URL template."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
+        server = uvicorn.Server(config)
+        task = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.01)
+        bound = sock.getsockname()[1]
+        try:
+            yield f"http://{host}:{bound}/sessions/{{rollout_id}}/v1"
+        finally:
+            server.should_exit = True
+            await task
+            await self._client.aclose()
+            sock.close()

@@ -1,0 +1,83 @@
+"""The decode batch: rows of different lengths sharing one left-padded KV cache.
+
+Continuous batching on plain transformers: each new request is prefilled on its own (no padding,
+so its prompt is processed exactly as in a teacher-forced pass), then its cache is left-padded to
+the batch's length and concatenated on the batch axis. Every decode step feeds one token per row
+with explicit position ids and an attention mask that hides the padding. Finished rows are removed
+with an index select, and columns that became padding for every row are trimmed off the left.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from transformers import DynamicCache
+
+
+class DecodeBatch:
+    """KV cache ([rows, heads, time, dim] per layer) and attention mask ([rows, time]) of the running rows."""
+
+    def __init__(self) -> None:
+        self.cache: DynamicCache | None = None
+        self.mask = torch.zeros(0, 0, dtype=torch.long)
+
+    @property
+    def size(self) -> int:
+        return self.mask.shape[0]
+
+    @torch.inference_mode()
+    def prefill(self, model: Any, prompt_ids: list[int], copies: int) -> torch.Tensor:
+        """Run one prompt, add `copies` rows for it, and return their next-token logits [copies, vocab]."""
+        out = model(input_ids=torch.tensor([prompt_ids]), use_cache=True, logits_to_keep=1)
+        cache = out.past_key_values
+        if copies > 1:
+            cache.batch_repeat_interleave(copies)
+        self._append(cache, torch.ones(copies, len(prompt_ids), dtype=torch.long))
+        return out.logits[:, -1].expand(copies, -1)
+
+    @torch.inference_mode()
+    def decode(self, model: Any, input_ids: list[int], positions: list[int]) -> torch.Tensor:
+        """Feed one token per row (at the given positions); return next-token logits [rows, vocab]."""
+        self.mask = torch.cat([self.mask, torch.ones(self.size, 1, dtype=torch.long)], dim=1)
+        out = model(
+            input_ids=torch.tensor(input_ids)[:, None],
+            attention_mask=self.mask,
+            position_ids=torch.tensor(positions)[:, None],
+            past_key_values=self.cache,
+            use_cache=True,
+        )
+        return out.logits[:, -1]
+
+    def keep(self, rows: list[int]) -> None:
+        """Keep only `rows` (in this order), then trim columns that are padding in every row."""
+        if not rows:
+            self.cache, self.mask = None, torch.zeros(0, 0, dtype=torch.long)
+            return
+        assert self.cache is not None
+        index = torch.tensor(rows)
+        self.mask = self.mask[index]
+        start = int(self.mask.any(dim=0).nonzero()[0])
+        self.mask = self.mask[:, start:]
+        for layer in self.cache.layers:
+            layer.keys = layer.keys[index, :, start:]
+            layer.values = layer.values[index, :, start:]
+
+    def _append(self, cache: DynamicCache, mask: torch.Tensor) -> None:
+        if self.cache is None:
+            self.cache, self.mask = cache, mask
+            return
+        length = max(self.mask.shape[1], mask.shape[1])
+        for mine, new in zip(self.cache.layers, cache.layers):
+            mine.keys = torch.cat([_pad_left(mine.keys, length), _pad_left(new.keys, length)])
+            mine.values = torch.cat([_pad_left(mine.values, length), _pad_left(new.values, length)])
+        self.mask = torch.cat([_pad_left(self.mask, length), _pad_left(mask, length)])
+
+
+def _pad_left(t: torch.Tensor, length: int) -> torch.Tensor:
+    """Zero-pad the time axis (dim -2 for KV tensors [b, h, t, d]; dim -1 for masks [b, t])."""
+    missing = length - (t.shape[-1] if t.dim() == 2 else t.shape[-2])
+    if missing == 0:
+        return t
+    return F.pad(t, (missing, 0)) if t.dim() == 2 else F.pad(t, (0, 0, missing, 0))

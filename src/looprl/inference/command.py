@@ -1,0 +1,43 @@
+"""`looprl inference`: the embedded OpenAI-compatible engine on its own.
+
+A thin entry point: arguments here, torch and transformers imported only inside `run`, so
+`looprl inference --help` is instant. Serves until interrupted; `/health` answers once the model is
+loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from looprl.models import DEFAULT_MODEL
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"alias, local HF directory or Hub id (default: {DEFAULT_MODEL})")
+    parser.add_argument("--served-model-name", default=None, help="the name clients pass as `model` (default: --model)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port to bind (default: 8000)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="weights dtype (default: float32)")
+    parser.add_argument("--max-batch-size", type=int, default=64, help="most sequences decoded together (default: 64)")
+    parser.add_argument(
+        "--logprobs-mode",
+        default="raw_logprobs",
+        choices=["raw_logprobs", "processed_logprobs"],
+        help="raw: log_softmax of the raw logits (temperature 1, vLLM's default); processed: of the sampled distribution",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+    from loguru import logger
+
+    from looprl.inference.engine import Engine
+    from looprl.inference.server import create_app
+    from looprl.models import load_model_and_tokenizer
+
+    logger.info("loading {}", args.model)
+    model, tokenizer = load_model_and_tokenizer(args.model, dtype=args.dtype)
+    engine = Engine(model, tokenizer, max_batch_size=args.max_batch_size, logprobs_mode=args.logprobs_mode)
+    app = create_app(engine, args.served_model_name or args.model)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+    return 0

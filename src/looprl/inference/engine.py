@@ -1,0 +1,214 @@
+"""The continuous-batching scheduler: one background thread owns the model.
+
+Requests (and weight updates) enter a thread-safe queue from the server's event loop. Between two
+decode steps the scheduler thread admits waiting requests in arrival order: each is prefilled and
+its `n` rows join the running batch, so a new request never waits for the batch to drain. Every
+step decodes one token for all rows in one forward pass, samples each row with its own parameters,
+and retires rows on EOS, a stop string, `max_tokens` or the context limit.
+
+A weight update is ordered like a request: requests that arrived before it finish on the old
+weights, admission pauses until the batch drains, the tensors are copied in place, and requests that
+arrived after it run on the new weights. No completion ever mixes two weight versions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from loguru import logger
+
+from looprl.inference.batch import DecodeBatch
+from looprl.inference.sampling import LogprobsMode, SamplingParams, sample
+from looprl.inference.weights import WeightUpdate
+
+
+@dataclass
+class Completion:
+    """One finished choice: generated ids (EOS included), logprobs, text (stop string cut off)."""
+
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
+    text: str = ""
+    finish_reason: str = "length"
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    params: SamplingParams
+    n: int
+    future: asyncio.Future[list[Completion]]
+    loop: asyncio.AbstractEventLoop
+    completions: list[Completion | None] = field(default_factory=list)
+
+
+@dataclass
+class _Row:
+    request: _Request
+    index: int
+    generator: torch.Generator | None
+    completion: Completion = field(default_factory=Completion)
+
+
+class Engine:
+    """Owns the model and tokenizer; `generate` and `update_weights` are safe to await concurrently."""
+
+    def __init__(
+        self, model: Any, tokenizer: Any, *, max_batch_size: int = 64, logprobs_mode: LogprobsMode = "raw_logprobs"
+    ) -> None:
+        self.model, self.tokenizer = model, tokenizer
+        self.max_batch_size, self.logprobs_mode = max_batch_size, logprobs_mode
+        self.max_context = int(model.config.max_position_embeddings)
+        eos = model.generation_config.eos_token_id
+        self.eos_ids = {tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
+        self.weights_version, self.weights_path = 0, str(getattr(model, "name_or_path", ""))
+        self._inbox: queue.Queue[_Request | WeightUpdate | None] = queue.Queue()
+        self._waiting: deque[_Request | WeightUpdate] = deque()
+        self._batch, self._rows = DecodeBatch(), list[_Row]()
+        self._thread = threading.Thread(target=self._loop, name="looprl-engine", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._inbox.put(None)
+        self._thread.join()
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams, n: int = 1) -> list[Completion]:
+        """The `n` completions of one prompt; cancelling the await drops its rows from the batch."""
+        loop = asyncio.get_running_loop()
+        request = _Request(prompt_ids, params, n, loop.create_future(), loop, [None] * n)
+        self._inbox.put(request)
+        return await request.future
+
+    async def update_weights(self, update: WeightUpdate) -> None:
+        """Swap in `update` once every earlier request has finished; returns once it is live."""
+        update.future, update.loop = asyncio.get_running_loop().create_future(), asyncio.get_running_loop()
+        self._inbox.put(update)
+        await update.future
+
+    def _loop(self) -> None:
+        while True:
+            idle = not self._rows and not self._waiting
+            try:
+                item = self._inbox.get(block=idle)
+                while True:
+                    if item is None:
+                        return
+                    self._waiting.append(item)
+                    item = self._inbox.get_nowait()
+            except queue.Empty:
+                pass
+            try:
+                self._admit()
+                if self._rows:
+                    self._step()
+            except Exception as e:  # a failed forward pass fails the requests in it, not the server
+                logger.exception("engine step failed")
+                for row in self._rows:
+                    _resolve(row.request, error=e)
+                self._rows, self._batch = [], DecodeBatch()
+
+    def _admit(self) -> None:
+        while self._waiting:
+            head = self._waiting[0]
+            if isinstance(head, WeightUpdate):
+                if self._rows:
+                    return  # drain first
+                self._waiting.popleft()
+                self._apply(head)
+                continue
+            if self._rows and len(self._rows) + head.n > self.max_batch_size:
+                return
+            self._waiting.popleft()
+            if head.future.done():  # cancelled while waiting
+                continue
+            try:
+                logits = self._batch.prefill(self.model, head.prompt_ids, head.n)
+            except Exception as e:  # this prompt failed; the running batch is untouched
+                logger.exception("prefill failed")
+                _resolve(head, error=e)
+                continue
+            seed = head.params.seed
+            generator = None if seed is None else torch.Generator().manual_seed(seed)
+            rows = [_Row(head, i, generator) for i in range(head.n)]
+            self._rows.extend(rows)
+            self._advance(rows, logits)
+
+    def _step(self) -> None:
+        inputs = [row.completion.token_ids[-1] for row in self._rows]
+        positions = [len(row.request.prompt_ids) + len(row.completion.token_ids) - 1 for row in self._rows]
+        self._advance(self._rows, self._batch.decode(self.model, inputs, positions))
+
+    def _advance(self, rows: list[_Row], logits: torch.Tensor) -> None:
+        """Sample one token for each of `rows`, then retire every finished or cancelled row."""
+        sampled = sample(logits, [r.request.params for r in rows], [r.generator for r in rows], self.logprobs_mode)
+        for row, token, logprob, top in zip(rows, sampled.tokens, sampled.logprobs, sampled.top):
+            completion = row.completion
+            completion.token_ids.append(token)
+            completion.logprobs.append(logprob)
+            completion.top_logprobs.append(top)
+            if token in self.eos_ids or self._stop_at(row) is not None:
+                completion.finish_reason = "stop"
+        keep = []
+        for position, row in enumerate(self._rows):
+            if row.request.future.done():
+                continue
+            if row.completion.finish_reason == "stop" or self._out_of_budget(row):
+                text = self.tokenizer.decode(row.completion.token_ids, skip_special_tokens=True)
+                row.completion.text = text[: self._stop_at(row)]
+                row.request.completions[row.index] = row.completion
+                if all(c is not None for c in row.request.completions):
+                    _resolve(row.request)
+            else:
+                keep.append(position)
+        if len(keep) < len(self._rows):
+            self._rows = [self._rows[i] for i in keep]
+            self._batch.keep(keep)
+
+    def _stop_at(self, row: _Row) -> int | None:
+        """Where the first stop string starts in the row's text, if one has been generated."""
+        if not row.request.params.stop:
+            return None
+        text = self.tokenizer.decode(row.completion.token_ids, skip_special_tokens=True)
+        cuts = [i for i in (text.find(s) for s in row.request.params.stop) if i >= 0]
+        return min(cuts) if cuts else None
+
+    def _out_of_budget(self, row: _Row) -> bool:
+        generated = len(row.completion.token_ids)
+        return generated >= row.request.params.max_tokens or len(row.request.prompt_ids) + generated >= self.max_context
+
+    def _apply(self, update: WeightUpdate) -> None:
+        try:
+            update.apply(self.model)
+            self.weights_version = update.version if update.version is not None else self.weights_version + 1
+            self.weights_path = str(update.path)
+            logger.info("loaded weights version {} from {}", self.weights_version, update.path)
+            update.loop.call_soon_threadsafe(_set_result, update.future, None)
+        except Exception as e:
+            update.loop.call_soon_threadsafe(_set_exception, update.future, e)
+
+
+def _resolve(request: _Request, error: Exception | None = None) -> None:
+    if error is not None:
+        request.loop.call_soon_threadsafe(_set_exception, request.future, error)
+    else:
+        request.loop.call_soon_threadsafe(_set_result, request.future, list(request.completions))
+
+
+def _set_result(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _set_exception(future: asyncio.Future[Any], error: Exception) -> None:
+    if not future.done():
+        future.set_exception(error)
+

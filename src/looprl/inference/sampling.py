@@ -1,0 +1,98 @@
+"""Per-sequence sampling over a batch of next-token logits.
+
+Every row of a decode batch has its own temperature, top_p and (optionally) its own seeded
+generator, so requests with different sampling parameters share one forward pass.
+
+Which logprobs are returned is the engine's `logprobs_mode`, named as in vLLM:
+
+- `raw_logprobs` (the default, vLLM's default too): `log_softmax(logits)` of the model's raw logits,
+  i.e. the policy at temperature 1, before temperature and top_p. This is what a trainer recomputes
+  with a plain teacher-forced forward pass.
+- `processed_logprobs`: the log-probabilities of the distribution actually sampled from,
+  `log_softmax(logits / temperature)` with tokens outside top_p at -inf. A trainer that uses this
+  mode must apply the same temperature (and top_p) to its own logits for importance ratios to match.
+
+Greedy rows (temperature 0) take the argmax and report the temperature-1 values in both modes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+LogprobsMode = Literal["raw_logprobs", "processed_logprobs"]
+MIN_LOGPROB = -9999.0  # stands in for -inf, which JSON cannot carry (vLLM does the same)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 16
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    logprobs: bool = False
+    top_logprobs: int = 0
+
+
+@dataclass
+class Sampled:
+    """Per row: the sampled token, its logprob, and the `top_logprobs` best (token, logprob) pairs."""
+
+    tokens: list[int]
+    logprobs: list[float]
+    top: list[list[tuple[int, float]]]
+
+
+def sample(
+    logits: torch.Tensor,
+    params: list[SamplingParams],
+    generators: list[torch.Generator | None],
+    mode: LogprobsMode = "raw_logprobs",
+) -> Sampled:
+    """Sample one token per row of `logits` ([rows, vocab]) with that row's parameters."""
+    logits = logits.float()
+    temperatures = torch.tensor([p.temperature for p in params])
+    greedy = temperatures == 0
+    scaled = logits / torch.where(greedy, 1.0, temperatures)[:, None]
+    top_p = torch.tensor([p.top_p for p in params])
+    if bool((top_p < 1).any()):
+        scaled = _top_p_filter(scaled, top_p)
+    processed = torch.log_softmax(scaled, dim=-1)
+    tokens = logits.argmax(dim=-1)
+    _draw(tokens, processed.exp(), greedy, generators)
+
+    chosen = torch.log_softmax(logits, dim=-1) if mode == "raw_logprobs" else processed
+    logprobs = chosen.gather(1, tokens[:, None]).squeeze(1).clamp(min=MIN_LOGPROB)
+    k = max(p.top_logprobs for p in params)
+    top: list[list[tuple[int, float]]] = [[] for _ in params]
+    if k:
+        values, ids = chosen.topk(k, dim=-1)
+        values = values.clamp(min=MIN_LOGPROB)
+        for row, p in enumerate(params):
+            top[row] = list(zip(ids[row, : p.top_logprobs].tolist(), values[row, : p.top_logprobs].tolist()))
+    return Sampled(tokens.tolist(), logprobs.tolist(), top)
+
+
+def _draw(
+    tokens: torch.Tensor, probs: torch.Tensor, greedy: torch.Tensor, generators: list[torch.Generator | None]
+) -> None:
+    """Overwrite `tokens` of the non-greedy rows with draws from `probs`; seeded rows use their own generator."""
+    shared = [row for row, g in enumerate(generators) if g is None and not greedy[row]]
+    if shared:
+        tokens[shared] = torch.multinomial(probs[shared], 1).squeeze(1)
+    for row, generator in enumerate(generators):
+        if generator is not None and not greedy[row]:
+            tokens[row] = torch.multinomial(probs[row], 1, generator=generator)[0]
+
+
+def _top_p_filter(scaled: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """Set to -inf every token outside each row's nucleus (the smallest set with mass >= top_p)."""
+    sorted_logits, order = scaled.sort(dim=-1, descending=True)
+    probs = sorted_logits.softmax(dim=-1)
+    mass_before = probs.cumsum(dim=-1) - probs
+    drop_sorted = mass_before >= top_p[:, None]  # the first token always stays
+    drop = torch.zeros_like(drop_sorted).scatter(1, order, drop_sorted)
+    return scaled.masked_fill(drop, float("-inf"))

@@ -1,0 +1,154 @@
+"""The engine's HTTP surface: an OpenAI-compatible FastAPI app with vLLM's token extensions.
+
+Endpoints: `POST /v1/chat/completions`, `GET /v1/models`, `GET /health`, and
+`POST /update_weights {"path": DIR, "version": N?}`. Every error body has OpenAI's shape
+`{"error": {"message", "type", "param", "code"}}`; anything wrong with the request is a 4xx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from looprl.inference import protocol as p
+from looprl.inference.chat import ChatFormatError, parse_tool_calls, render_prompt
+from looprl.inference.engine import Completion, Engine
+from looprl.inference.sampling import SamplingParams
+from looprl.inference.weights import WeightsError, load_update
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, code: str, type: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status, self.message, self.code, self.type = status, message, code, type
+
+
+def create_app(engine: Engine, served_model_name: str) -> FastAPI:
+    """The app serving `engine` under `served_model_name`; it starts and stops the engine thread."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine.start()
+        yield
+        engine.stop()
+
+    app = FastAPI(title="looprl inference", lifespan=lifespan)
+    _install_error_handlers(app)
+
+    @app.get("/health", response_model=p.HealthResponse)
+    async def health() -> p.HealthResponse:
+        return p.HealthResponse(model=served_model_name, weights=_weights(engine))
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        card = {"id": served_model_name, "object": "model", "created": 0, "owned_by": "looprl", "max_model_len": engine.max_context}
+        return {"object": "list", "data": [card]}
+
+    @app.post("/update_weights", response_model=p.WeightsInfo)
+    async def update_weights(body: p.UpdateWeightsRequest) -> p.WeightsInfo:
+        try:
+            update = await asyncio.to_thread(load_update, body.path, engine.model, body.version)
+        except WeightsError as e:
+            raise ApiError(400, str(e), "invalid_weights") from e
+        await engine.update_weights(update)
+        return _weights(engine)
+
+    @app.post("/v1/chat/completions", response_model=p.ChatCompletionResponse)
+    async def chat_completions(body: p.ChatCompletionRequest) -> p.ChatCompletionResponse:
+        if body.model != served_model_name:
+            raise ApiError(404, f"The model `{body.model}` does not exist; this server serves `{served_model_name}`.", "model_not_found")
+        try:
+            prompt_ids = render_prompt(engine.tokenizer, body.messages, body.tools)
+        except ChatFormatError as e:
+            raise ApiError(400, str(e), "invalid_messages") from e
+        params = _sampling_params(body, len(prompt_ids), engine.max_context)
+        completions = await engine.generate(prompt_ids, params, body.n)
+        parse_tools = bool(body.tools) and body.tool_choice != "none"
+        choices = [_choice(i, c, body, engine.tokenizer, parse_tools) for i, c in enumerate(completions)]
+        completion_tokens = sum(len(c.token_ids) for c in completions)
+        return p.ChatCompletionResponse(
+            id=f"chatcmpl-{uuid.uuid4().hex}",
+            created=int(time.time()),
+            model=served_model_name,
+            choices=choices,
+            usage=p.Usage(prompt_tokens=len(prompt_ids), completion_tokens=completion_tokens, total_tokens=len(prompt_ids) + completion_tokens),
+            prompt_token_ids=prompt_ids if body.return_token_ids else None,
+        )
+
+    return app
+
+
+def _weights(engine: Engine) -> p.WeightsInfo:
+    return p.WeightsInfo(version=engine.weights_version, path=engine.weights_path)
+
+
+def _sampling_params(body: p.ChatCompletionRequest, prompt_tokens: int, max_context: int) -> SamplingParams:
+    room = max_context - prompt_tokens
+    max_tokens = body.max_new_tokens or room
+    if room < 1 or max_tokens > room:
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {max_context} tokens. However, you requested "
+            f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in the completion).",
+            "context_length_exceeded",
+        )
+    return SamplingParams(
+        temperature=body.temperature,
+        top_p=body.top_p,
+        max_tokens=max_tokens,
+        stop=tuple(body.stop_list),
+        seed=body.seed,
+        logprobs=body.logprobs,
+        top_logprobs=body.top_logprobs or 0,
+    )
+
+
+def _choice(index: int, c: Completion, body: p.ChatCompletionRequest, tokenizer: Any, parse_tools: bool) -> p.Choice:
+    content, calls = parse_tool_calls(c.text) if parse_tools else (c.text, [])
+    finish = "tool_calls" if calls else c.finish_reason
+    logprobs = None
+    if body.logprobs:
+        entries = [
+            p.TokenLogprob(**_token(tokenizer, t, lp), top_logprobs=[p.TopLogprob(**_token(tokenizer, i, v)) for i, v in top])
+            for t, lp, top in zip(c.token_ids, c.logprobs, c.top_logprobs)
+        ]
+        logprobs = p.ChoiceLogprobs(content=entries)
+    return p.Choice(
+        index=index,
+        message=p.AssistantMessage(content=content, tool_calls=calls),
+        finish_reason=finish,  # type: ignore[arg-type]
+        logprobs=logprobs,
+        token_ids=c.token_ids if body.return_token_ids else None,
+    )
+
+
+def _token(tokenizer: Any, token_id: int, logprob: float) -> dict[str, Any]:
+    text = tokenizer.decode([token_id])
+    return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    def body(status: int, message: str, code: str | None, type: str) -> JSONResponse:
+        error = p.ErrorResponse(error=p.ErrorDetail(message=message, type=type, code=code))
+        return JSONResponse(error.model_dump(), status_code=status)
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, e: ApiError) -> JSONResponse:
+        return body(e.status, e.message, e.code, e.type)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, e: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(x) for x in err['loc'][1:]) or 'body'}: {err['msg']}" for err in e.errors())
+        return body(400, problems, "invalid_request", "invalid_request_error")
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, e: HTTPException) -> JSONResponse:
+        return body(e.status_code, str(e.detail), None, "invalid_request_error")

@@ -1,0 +1,60 @@
+"""In-place weight updates from a directory of safetensors files (a trainer broadcast or checkpoint).
+
+`load_update(path, model)` reads and checks every tensor before the engine sees it (unknown names
+and shape mismatches are the caller's error), so the engine thread only copies tensors into the
+existing parameters. Copying in place keeps tied weights tied and needs no model reload. Names a
+checkpoint leaves out (e.g. a tied `lm_head.weight`) keep their current values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+
+
+class WeightsError(ValueError):
+    """The directory does not hold weights that fit this model."""
+
+
+@dataclass
+class WeightUpdate:
+    """Checked tensors from `path`, waiting for the engine to copy them in; `future` resolves once live."""
+
+    path: Path
+    tensors: dict[str, torch.Tensor]
+    version: int | None = None
+    future: asyncio.Future[None] = field(init=False)
+    loop: asyncio.AbstractEventLoop = field(init=False)
+
+    @torch.no_grad()
+    def apply(self, model: Any) -> None:
+        state = model.state_dict()
+        for name, tensor in self.tensors.items():
+            state[name].copy_(tensor)
+
+
+def load_update(path: str | Path, model: Any, version: int | None = None) -> WeightUpdate:
+    """Read all `*.safetensors` under `path` and check them against `model`'s state dict."""
+    path = Path(path).expanduser()
+    if not path.is_dir():
+        raise WeightsError(f"weights directory {path} does not exist")
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise WeightsError(f"no *.safetensors files in {path}")
+    tensors: dict[str, torch.Tensor] = {}
+    for file in files:
+        tensors.update(load_file(file))
+    state = model.state_dict()
+    unknown = sorted(set(tensors) - set(state))
+    if unknown:
+        raise WeightsError(f"{len(unknown)} tensors in {path} are not in the model, e.g. {unknown[:3]}")
+    mismatched = [n for n, t in tensors.items() if t.shape != state[n].shape]
+    if mismatched:
+        name = mismatched[0]
+        raise WeightsError(f"shape mismatch for {name}: {tuple(tensors[name].shape)} in {path}, {tuple(state[name].shape)} in the model")
+    return WeightUpdate(path, tensors, version)

@@ -1,0 +1,149 @@
+"""The inspector's JSON API: runs, the filtered rollout list, one rollout in full, and run metrics.
+
+Read-only. Every filter becomes a bound parameter of the store's queries (`RolloutFilter`); every
+endpoint declares its `response_model`. The pages under `/runs` are built from these endpoints.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+
+from looprl.inspector.catalog import RunCatalog, RunRef
+from looprl.errors import UserError
+from looprl.inspector.models import RolloutDetail, RolloutPage, RunMetrics, RunSummary, SplitStats, StepMetrics
+from looprl.inspector.zerofill import ZeroFill
+from looprl.store.reader import SORT_COLUMNS, RolloutFilter, RunStoreReader
+from looprl.store.records import RolloutRecord, RunInfo
+
+router = APIRouter(prefix="/api")
+
+SortKey = Literal["step", "reward", "duration", "turns", "tokens", "started", "example", "reason", "advantage"]
+assert set(SortKey.__args__) == set(SORT_COLUMNS)  # type: ignore[attr-defined]
+
+
+def catalog(request: Request) -> RunCatalog:
+    return request.app.state.catalog
+
+
+def zero_fill(request: Request) -> ZeroFill:
+    return request.app.state.zero_fill
+
+
+def run_ref(run_id: str, runs: RunCatalog = Depends(catalog)) -> RunRef:
+    ref = runs.find(run_id)
+    if ref is None:
+        raise HTTPException(404, f"no run {run_id!r}")
+    return ref
+
+
+def rollout_filter(
+    split: Literal["train", "eval"] | None = None,
+    step: int | None = None,
+    step_min: int | None = None,
+    step_max: int | None = None,
+    termination_reason: str | None = None,
+    reward_min: float | None = None,
+    reward_max: float | None = None,
+    has_error: bool | None = None,
+    min_log_level: int | None = Query(None, description="only rollouts with a log record at this stdlib level or above"),
+    q: str | None = Query(None, description="substring of the transcript or of a log record"),
+    group_id: str | None = None,
+    sort: SortKey = "step",
+    order: Literal["asc", "desc"] = "desc",
+    limit: int = Query(50, ge=1, le=500),
+    offset: int = Query(0, ge=0),
+) -> RolloutFilter:
+    """The rollout list's query parameters; empty strings (blank form fields) mean no filter."""
+    return RolloutFilter(
+        split=split, step=step, step_min=step_min, step_max=step_max, termination_reason=termination_reason or None,
+        reward_min=reward_min, reward_max=reward_max, has_error=has_error, min_log_level=min_log_level,
+        q=(q or "").strip() or None, group_id=group_id or None, sort=sort, order=order, limit=limit, offset=offset)
+
+
+@router.get("/runs", response_model=list[RunSummary])
+def list_runs(runs: RunCatalog = Depends(catalog)) -> list[RunSummary]:
+    out = []
+    for ref, run in runs.runs():
+        with ref.source.reader() as r:
+            out.append(_summary(r, ref, run))
+    return out
+
+
+@router.get("/runs/{run_id}", response_model=RunSummary)
+def get_run(ref: RunRef = Depends(run_ref)) -> RunSummary:
+    with ref.source.reader() as r:
+        return _summary(r, ref, r.run(ref.run_id))
+
+
+@router.get("/runs/{run_id}/rollouts", response_model=RolloutPage)
+def list_rollouts(ref: RunRef = Depends(run_ref), f: RolloutFilter = Depends(rollout_filter),
+                  zf: ZeroFill = Depends(zero_fill)) -> RolloutPage:
+    with ref.source.reader() as r:
+        records, total = r.list_rollout_rows(ref.run_id, f)
+        rows = zf.rows(r, ref, records)
+    components = sorted({c for row in rows for c in [*row.rewards, *row.zero_filled]})
+    return RolloutPage(rows=rows, total=total, limit=f.limit, offset=f.offset, components=components)
+
+
+@router.get("/runs/{run_id}/rollouts/{rollout_id}", response_model=RolloutDetail)
+def get_rollout(rollout_id: str, ref: RunRef = Depends(run_ref), f: RolloutFilter = Depends(rollout_filter),
+                zf: ZeroFill = Depends(zero_fill)) -> RolloutDetail:
+    """One rollout in full; `prev_id`/`next_id` follow the list the same filters and sort select."""
+    with ref.source.reader() as r:
+        record = _rollout(r, ref, rollout_id)
+        siblings = zf.rows(r, ref, r.sibling_rows(record.group_id))
+        prev_id, next_id = r.neighbours(ref.run_id, rollout_id, f)
+        row = zf.rows(r, ref, [record])[0]
+    return RolloutDetail(
+        **row.model_dump(), run=ref.id, env_name=record.env_name, messages=record.messages,
+        example_args=record.example_args, model_calls=record.model_calls, logs=record.logs,
+        logs_dropped=record.logs_dropped, logs_truncated=record.logs_truncated, siblings=siblings,
+        sibling_ids=[s.rollout_id for s in siblings], prev_id=prev_id, next_id=next_id)
+
+
+@router.get("/runs/{run_id}/metrics", response_model=RunMetrics)
+def get_metrics(ref: RunRef = Depends(run_ref), zf: ZeroFill = Depends(zero_fill)) -> RunMetrics:
+    """Step metrics (numeric ones) and, per split, termination reasons and per-step reward means."""
+    with ref.source.reader() as r:
+        raw = r.steps(ref.run_id)
+        steps = [StepMetrics(step=s["step"], time=s["time"], metrics={
+            k: float(v) for k, v in s.items() if k not in ("step", "time") and _is_number(v)}) for s in raw]
+        keys = list(dict.fromkeys(k for s in steps for k in s.metrics))
+        splits = {}
+        for split, count in r.rollout_counts(ref.run_id).items():
+            # training steps already carry reward means; per-step stats from rollouts otherwise
+            by_step = [] if split == "train" and steps else zf.step_rewards(r, ref, split, count)
+            splits[split] = SplitStats(rollouts=count, termination_reasons=r.termination_reasons(ref.run_id, split),
+                                       by_step=by_step)
+    return RunMetrics(steps=steps, keys=keys, splits=splits)
+
+
+def _rollout(r: RunStoreReader, ref: RunRef, rollout_id: str) -> RolloutRecord:
+    try:
+        record: RolloutRecord | None = r.rollout(rollout_id)
+    except UserError:  # no such rollout
+        record = None
+    if record is None or record.run_id != ref.run_id:
+        raise HTTPException(404, f"no rollout {rollout_id!r} in run {ref.id!r}")
+    return record
+
+
+def _summary(r: RunStoreReader, ref: RunRef, run: RunInfo) -> RunSummary:
+    steps = r.steps(ref.run_id)
+    last = steps[-1] if steps else {}
+    last_reward = last.get("reward") if _is_number(last.get("reward")) else None
+    if last_reward is None:
+        split = "train" if run.kind == "rl" else "eval"
+        last_reward = r.mean_reward(ref.run_id, split, r.max_step(ref.run_id, split))
+    return RunSummary(
+        id=ref.id, run_id=run.run_id, run_dir=str(ref.source.run_dir), kind=run.kind, env=run.env,
+        env_name=run.env_name, model=run.model, status=run.status, created_at=run.created_at,
+        finished_at=run.finished_at, steps=len(steps), last_step=last.get("step"), last_reward=last_reward,
+        rollouts=r.rollout_counts(ref.run_id), summary=run.summary)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+

@@ -1,0 +1,38 @@
+"""The inspector's FastAPI application: JSON API, HTML pages and packaged static assets.
+
+`create_app(run_dirs, token=None)` opens each run store read-only and serves it; nothing is fetched
+from outside this server (scripts, styles and plots ship in `static/`).
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from looprl.inspector import api, pages
+from looprl.inspector.catalog import RunCatalog
+from looprl.inspector.security import SecurityMiddleware
+from looprl.inspector.zerofill import ZeroFill
+
+
+def create_app(run_dirs: list[Path], token: str | None = None) -> FastAPI:
+    """An app serving the runs in `run_dirs`; with `token`, every request must carry it."""
+    catalog = RunCatalog([Path(d) for d in run_dirs])
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        catalog.close()
+
+    app = FastAPI(title="looprl inspector", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.catalog = catalog
+    app.state.zero_fill = ZeroFill()
+    app.add_middleware(SecurityMiddleware, token=token)
+    app.mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static")
+    app.include_router(api.router)
+    app.include_router(pages.router)
+    return app

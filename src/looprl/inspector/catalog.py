@@ -1,0 +1,93 @@
+"""The runs the inspector serves: one read-only store reader per RUN_DIR, and ids for their runs.
+
+Each run gets an id unique across the directories given on the command line, derived from the
+directory's name (`runs/demo-eval` -> `demo-eval`, a second `other/demo-eval` -> `demo-eval-2`); a
+directory holding several runs names its later ones `{dir}~{run_id}`. Runs are listed afresh on every
+request, so runs started after the inspector appear without a restart.
+
+A reader's SQLite connection is shared by the server's worker threads, so every use holds its lock.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from looprl.store.reader import RunStoreReader
+from looprl.store.records import RunInfo
+
+
+@dataclass
+class RunRef:
+    """Where one run lives: its inspector id, the store's run id, and the source directory."""
+
+    id: str
+    run_id: str
+    source: "RunSource"
+
+
+class RunSource:
+    """One RUN_DIR: its reader, guarded by a lock."""
+
+    def __init__(self, run_dir: Path, slug: str) -> None:
+        self.run_dir = Path(run_dir)
+        self.slug = slug
+        self._reader = RunStoreReader(self.run_dir)
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def reader(self) -> Iterator[RunStoreReader]:
+        with self._lock:
+            yield self._reader
+
+    def runs(self) -> list[tuple[str, RunInfo]]:
+        """`(inspector id, run)` for every run in the store, oldest first."""
+        with self.reader() as r:
+            runs = r.runs()
+        return [(self.slug if i == 0 else f"{self.slug}~{_slug(run.run_id)}", run) for i, run in enumerate(runs)]
+
+    def close(self) -> None:
+        with self._lock:
+            self._reader.close()
+
+
+class RunCatalog:
+    """Every run of every RUN_DIR, by inspector id."""
+
+    def __init__(self, run_dirs: list[Path]) -> None:
+        self.sources: list[RunSource] = []
+        taken: set[str] = set()
+        for run_dir in run_dirs:
+            base = _slug(Path(run_dir).resolve().name) or "run"
+            slug, n = base, 1
+            while slug in taken:
+                n += 1
+                slug = f"{base}-{n}"
+            taken.add(slug)
+            self.sources.append(RunSource(run_dir, slug))
+
+    def runs(self) -> list[tuple[RunRef, RunInfo]]:
+        return [(RunRef(rid, run.run_id, source), run) for source in self.sources for rid, run in source.runs()]
+
+    def find(self, run_id: str) -> RunRef | None:
+        """The run with this inspector id, or None."""
+        slug = run_id.split("~", 1)[0]
+        for source in self.sources:
+            if source.slug == slug:
+                for rid, run in source.runs():
+                    if rid == run_id:
+                        return RunRef(rid, run.run_id, source)
+        return None
+
+    def close(self) -> None:
+        for source in self.sources:
+            source.close()
+
+
+def _slug(text: str) -> str:
+    """Letters, digits, `.`, `_` and `-` only: safe in a URL path segment."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")

@@ -1,0 +1,124 @@
+"""Response types of the inspector's JSON API.
+
+Every endpoint declares one of these as its `response_model=`, so the API's shape is documented in
+one place and the browser code reads exactly these fields. Every string here comes from a run store
+and is untrusted: the pages render it as text, never as markup.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from looprl.envs.types import LogRecordData
+from looprl.store.records import ModelCall
+
+
+class RunSummary(BaseModel):
+    """One run as the runs list and the run page header show it."""
+
+    id: str
+    """The inspector's id for the run (unique across the RUN_DIRs given), used in URLs."""
+    run_id: str
+    """The id the run store holds."""
+    run_dir: str
+    kind: str
+    env: str
+    env_name: str
+    model: str
+    status: str
+    created_at: float
+    finished_at: float | None = None
+    steps: int
+    """Number of recorded training steps."""
+    last_step: int | None = None
+    last_reward: float | None = None
+    """Mean reward of the last step (training metrics), else of the run's scored rollouts (summary)."""
+    rollouts: dict[str, int]
+    """Rollout count per split."""
+    summary: dict[str, Any] = Field(default_factory=dict)
+
+
+class RolloutRow(BaseModel):
+    """A rollout as a row of the rollout table (no transcript)."""
+
+    rollout_id: str
+    step: int
+    split: str
+    example_id: str
+    group_id: str
+    termination_reason: str
+    error: str | None = None
+    rewards: dict[str, float]
+    """Components as the env emitted them."""
+    zero_filled: list[str]
+    """Components other rollouts of the same scope emitted and this one lacks (counted as 0)."""
+    reward: float | None = None
+    advantage: float | None = None
+    turns: int
+    tool_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    started_at: float
+    duration_s: float
+    log_count: int
+    max_log_level: int
+
+
+class RolloutPage(BaseModel):
+    """One page of the filtered, sorted rollout list."""
+
+    rows: list[RolloutRow]
+    total: int
+    """Rows matching the filters, before `limit`/`offset`."""
+    limit: int
+    offset: int
+    components: list[str]
+    """Reward component names across the page's rows (the table's reward columns)."""
+
+
+class RolloutDetail(RolloutRow):
+    """Everything the rollout page shows."""
+
+    run: str
+    """The inspector's run id."""
+    env_name: str
+    messages: list[dict[str, Any]]
+    example_args: dict[str, Any]
+    model_calls: list[ModelCall]
+    logs: list[LogRecordData]
+    logs_dropped: int
+    logs_truncated: int
+    siblings: list[RolloutRow]
+    """The group's rollouts (this one included), in the order they were written."""
+    sibling_ids: list[str]
+    prev_id: str | None = None
+    """The rollout before this one in the list the request's filters and sort select."""
+    next_id: str | None = None
+
+
+class StepMetrics(BaseModel):
+    """Training metrics of one step, as the trainer and orchestrator recorded them."""
+
+    step: int
+    time: float
+    metrics: dict[str, float]
+
+
+class SplitStats(BaseModel):
+    """What a tab of the run page summarises about one split."""
+
+    rollouts: int
+    termination_reasons: dict[str, int]
+    by_step: list[dict[str, float | int | None]]
+    """Per step: `step`, `rollouts`, `failed`, `reward` and `reward/<component>` means from the rollouts."""
+
+
+class RunMetrics(BaseModel):
+    """Plots of the run page: step metrics plus per-split statistics of the rollouts."""
+
+    steps: list[StepMetrics]
+    keys: list[str]
+    """Numeric metric names present in any step, in first-seen order."""
+    splits: dict[str, SplitStats]

@@ -1,0 +1,223 @@
+// The run page (`/runs/{run}`): Train and Eval tabs, each with metric plots, the termination-reason
+// mix and the filterable, searchable, sortable rollout table. Filters live in the URL, so a view can
+// be shared or reloaded; a run that is still being written refreshes itself.
+
+import { body, clear, crumbs, errorBox, getJSON, h, num, reasonBadge, reasonKind, rolloutUrl, runUrl, seconds, setLive, when, levelBadge, emptyState } from "./dom.js";
+import { lineChart } from "./plot.js";
+import { filterBar, FILTER_KEYS } from "./filters.js";
+
+const run = body.run;
+const app = document.getElementById("app");
+const api = `/api/runs/${encodeURIComponent(run)}`;
+const PAGE = 50;
+const state = new URLSearchParams(location.search);
+let summary = null, metrics = null, lastSeen = "";
+
+const view = {
+  head: h("div", { class: "run-head" }),
+  tabs: h("nav", { class: "tabs", role: "tablist" }),
+  plots: h("section", { class: "plots" }),
+  reasons: h("section", { class: "card reasons" }),
+  filters: h("section", { class: "filters-wrap" }),
+  table: h("section", { class: "card flush table-wrap" }),
+};
+
+function tab() { return state.get("tab") || (summary && !summary.rollouts.train && summary.rollouts.eval ? "eval" : "train"); }
+
+function syncUrl() { history.replaceState(null, "", runUrl(run, state)); }
+
+// the list the table shows, as query parameters (also handed to the rollout page for prev/next)
+function listParams() {
+  const p = new URLSearchParams({ split: tab() });
+  for (const key of FILTER_KEYS) if (state.get(key)) p.set(key, state.get(key));
+  return p;
+}
+
+function setFilter(changes) {
+  for (const [key, value] of Object.entries(changes)) {
+    if (value === null || value === "" || value === undefined) state.delete(key); else state.set(key, value);
+  }
+  if (!("offset" in changes)) state.delete("offset");
+  syncUrl();
+  loadTable();
+  if ("tab" in changes) { renderTabs(); renderPlots(); renderReasons(); renderFilters(); }
+}
+
+// --- header and tabs ------------------------------------------------------------------------------
+
+function renderHead() {
+  const s = summary;
+  clear(view.head,
+    h("div", { class: "run-title" }, h("h1", { text: s.id }),
+      h("span", { class: `badge status-${s.status}`, text: s.status }), h("span", { class: "badge kind", text: s.kind })),
+    h("dl", { class: "meta" },
+      [["Environment", s.env], ["Model", s.model], ["Started", when(s.created_at)],
+        ["Steps", s.steps ? num(s.last_step) : "—"], ["Last reward", num(s.last_reward)], ["Directory", s.run_dir]]
+        .map(([k, v]) => h("div", { class: "meta-item" }, h("dt", { text: k }), h("dd", { text: v, title: v })))));
+}
+
+function renderTabs() {
+  clear(view.tabs, ["train", "eval"].map((split) => h("button", {
+    class: `tab${tab() === split ? " active" : ""}`, role: "tab", "aria-selected": tab() === split ? "true" : "false",
+    dataset: { tab: split }, onclick: () => setFilter({ tab: split }),
+  }, split === "train" ? "Train" : "Eval", h("span", { class: "tab-count", text: num(summary.rollouts[split] || 0) }))));
+}
+
+// --- plots ------------------------------------------------------------------------------------------
+
+function renderPlots() {
+  const split = tab();
+  const charts = [];
+  const evalKey = (k) => k.startsWith("eval/");
+  const stepKeys = metrics.keys.filter((k) => (split === "eval") === evalKey(k));
+  const bare = (k) => (evalKey(k) ? k.slice(5) : k);
+  const series = (keys, rows, get) => keys.map((k) => ({ name: bare(k), points: rows.map((r) => [r.step, get(r, k)]).filter(([, y]) => y !== undefined && y !== null) }));
+  const fromSteps = (r, k) => r.metrics[k];
+  const rewardKeys = stepKeys.filter((k) => /^reward(\/|$)/.test(bare(k)));
+  if (rewardKeys.length) charts.push(lineChart("Reward (total and per component)", series(rewardKeys, metrics.steps, fromSteps)));
+  const stats = (metrics.splits[split] || {}).by_step || [];
+  if (stats.length > 1) {
+    const keys = [...new Set(stats.flatMap((r) => Object.keys(r)))].filter((k) => /^reward(\/|$)/.test(k));
+    charts.push(lineChart(`Reward from ${split} rollouts`, series(keys, stats, (r, k) => r[k])));
+    charts.push(lineChart("Failed rollouts per step", series(["failed"], stats, (r, k) => r[k])));
+  }
+  for (const k of stepKeys.filter((k) => !rewardKeys.includes(k))) charts.push(lineChart(bare(k), series([k], metrics.steps, fromSteps)));
+  clear(view.plots, charts.length ? h("div", { class: "plot-grid" }, charts) : null);
+  view.plots.hidden = !charts.length;
+}
+
+function renderReasons() {
+  const info = metrics.splits[tab()];
+  if (!info || !info.rollouts) { clear(view.reasons, emptyState(`No ${tab()} rollouts yet.`)); return; }
+  const total = info.rollouts;
+  const entries = Object.entries(info.termination_reasons);
+  const bar = h("div", { class: "reason-bar" }, entries.map(([reason, n]) => {
+    const seg = h("span", { class: `seg reason-${reasonKind(reason)}`, title: `${reason}: ${n}` });
+    seg.style.width = `${(100 * n) / total}%`;
+    return seg;
+  }));
+  const active = state.get("termination_reason");
+  clear(view.reasons,
+    h("div", { class: "reasons-head" }, h("h2", { text: "Termination reasons" }),
+      h("span", { class: "muted", text: `${num(total)} ${tab()} rollouts · ${num(info.by_step.length || (metrics.steps.length))} steps` })),
+    bar,
+    h("div", { class: "reason-legend" }, entries.map(([reason, n]) => h("button", {
+      class: `reason-chip${active === reason ? " active" : ""}`, title: "filter the table by this reason",
+      onclick: () => setFilter({ termination_reason: active === reason ? null : reason }),
+    }, reasonBadge(reason), h("span", { class: "chip-count", text: `${num(n)} · ${((100 * n) / total).toFixed(1)}%` })))));
+}
+
+function renderFilters() {
+  const reasons = Object.keys((metrics.splits[tab()] || {}).termination_reasons || {});
+  clear(view.filters, filterBar(state, reasons, setFilter));
+}
+
+// --- the rollout table ------------------------------------------------------------------------------
+
+const SORTABLE = { Step: "step", Example: "example", Reward: "reward", "Adv.": "advantage", Termination: "reason",
+  Turns: "turns", Tokens: "tokens", Duration: "duration" };
+
+function header(label) {
+  const key = SORTABLE[label];
+  if (!key) return h("th", { text: label });
+  const sort = state.get("sort") || "step", order = state.get("order") || "desc";
+  const active = sort === key;
+  return h("th", { class: `sortable${active ? " sorted" : ""}`, title: `sort by ${label.toLowerCase()}`,
+    onclick: () => setFilter({ sort: key, order: active && order === "desc" ? "asc" : "desc" }) },
+  label, active ? h("span", { class: "sort-mark", text: order === "desc" ? " ▾" : " ▴" }) : null);
+}
+
+function componentCell(row, name) {
+  if (name in row.rewards) return h("td", { class: "num", text: num(row.rewards[name]) });
+  if (row.zero_filled.includes(name)) {
+    return h("td", { class: "num zero-filled", title: `${name} was not emitted by this rollout: zero-filled (counted as 0)` }, "0", h("sup", { text: "zf" }));
+  }
+  return h("td", { class: "num muted", text: "—" });
+}
+
+function renderTable(page) {
+  const nav = listParams();
+  const cols = ["Rollout", "Step", "Example", "Group", "Reward", ...page.components, "Adv.", "Termination", "Turns", "Tokens", "Duration", "Logs"];
+  const rows = page.rows.map((row) => {
+    const href = rolloutUrl(run, row.rollout_id, nav);
+    return h("tr", { class: "clickable", dataset: { href, id: row.rollout_id } },
+      h("td", {}, h("a", { href, class: "mono rollout-link", text: row.rollout_id })),
+      h("td", { class: "num", text: num(row.step) }),
+      h("td", { class: "mono small trunc", text: row.example_id, title: row.example_id }),
+      h("td", { class: "mono small trunc", text: row.group_id, title: row.group_id }),
+      h("td", { class: "num strong", text: num(row.reward) }),
+      page.components.map((c) => componentCell(row, c)),
+      h("td", { class: `num ${row.advantage > 0 ? "pos" : row.advantage < 0 ? "neg" : ""}`, text: num(row.advantage) }),
+      h("td", {}, reasonBadge(row.termination_reason), row.error ? h("span", { class: "err-dot", title: row.error, text: "!" }) : null),
+      h("td", { class: "num", text: num(row.turns) }),
+      h("td", { class: "num", title: `${row.prompt_tokens} prompt + ${row.completion_tokens} completion` , text: num(row.completion_tokens) }),
+      h("td", { class: "num", text: seconds(row.duration_s) }),
+      h("td", { class: "num" }, num(row.log_count), row.max_log_level >= 30 ? levelBadge(row.max_log_level) : null));
+  });
+  const offset = page.offset, shown = page.rows.length;
+  const pager = h("div", { class: "pager" },
+    h("span", { class: "muted", text: page.total ? `${num(offset + 1)}–${num(offset + shown)} of ${num(page.total)}` : "no rollouts match" }),
+    h("button", { class: "btn", disabled: offset === 0, onclick: () => setFilter({ offset: Math.max(0, offset - PAGE) || null }) }, "‹ Prev"),
+    h("button", { class: "btn", disabled: offset + shown >= page.total, onclick: () => setFilter({ offset: offset + PAGE }) }, "Next ›"));
+  clear(view.table,
+    h("table", { class: "table rollouts" }, h("thead", {}, h("tr", {}, cols.map(header))),
+      h("tbody", { onclick: (e) => { const tr = e.target.closest("tr[data-href]"); if (tr && !e.target.closest("a")) location.href = tr.dataset.href; } },
+        rows.length ? rows : h("tr", {}, h("td", { colspan: cols.length }, emptyState("No rollouts match these filters."))))),
+    pager);
+}
+
+let tableRequest = 0;
+async function loadTable() {
+  const id = ++tableRequest;
+  const p = listParams();
+  p.set("limit", PAGE);
+  if (state.get("offset")) p.set("offset", state.get("offset"));
+  view.table.classList.add("loading");
+  try {
+    const page = await getJSON(`${api}/rollouts?${p}`);
+    if (id === tableRequest) renderTable(page);
+  } catch (error) {
+    if (id === tableRequest) clear(view.table, errorBox(error));
+  } finally {
+    if (id === tableRequest) view.table.classList.remove("loading");
+  }
+}
+
+// --- loading and live updates -------------------------------------------------------------------------
+
+async function load() {
+  [summary, metrics] = await Promise.all([getJSON(api), getJSON(`${api}/metrics`)]);
+  lastSeen = JSON.stringify([summary.rollouts, summary.steps, summary.status]);
+  crumbs({ text: "Runs", href: "/" }, { text: summary.id });
+  renderHead(); renderTabs(); renderPlots(); renderReasons(); renderFilters();
+  setLive(summary.status === "running");
+}
+
+async function poll() {
+  try {
+    const fresh = await getJSON(api);
+    const seen = JSON.stringify([fresh.rollouts, fresh.steps, fresh.status]);
+    if (seen !== lastSeen) {
+      summary = fresh; lastSeen = seen;
+      metrics = await getJSON(`${api}/metrics`);
+      renderHead(); renderTabs(); renderPlots(); renderReasons();
+      loadTable();
+      setLive(summary.status === "running");
+    }
+  } catch { /* the next poll retries */ }
+  setTimeout(poll, summary && summary.status === "running" ? 3000 : 10000);
+}
+
+async function start() {
+  clear(app, view.head, view.tabs, view.plots, view.reasons, view.filters, view.table);
+  try {
+    await load();
+    await loadTable();
+  } catch (error) {
+    clear(app, errorBox(error));
+    return;
+  }
+  setTimeout(poll, 3000);
+}
+
+start();

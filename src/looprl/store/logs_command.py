@@ -1,0 +1,54 @@
+"""`looprl logs RUN_DIR [--rollout ID] [--level L] [--json]`: captured env log records on the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from pathlib import Path
+
+LEVEL_STYLES = {"DEBUG": "dim", "INFO": "cyan", "WARNING": "yellow", "ERROR": "red", "CRITICAL": "bold red"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    p.add_argument("--rollout", help="only this rollout's records")
+    p.add_argument("--level", default="DEBUG", help="lowest level shown (DEBUG, INFO, WARNING, ERROR)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+
+
+def _level(name: str) -> int:
+    from looprl.errors import UserError
+
+    value = logging.getLevelName(name.upper())
+    if not isinstance(value, int):
+        raise UserError(f"unknown --level {name!r}; expected DEBUG, INFO, WARNING, ERROR or CRITICAL")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from looprl.store.reader import RunStoreReader
+
+    reader = RunStoreReader(args.run_dir)
+    level = _level(args.level)
+    if args.rollout:
+        reader.rollout(args.rollout)  # a clear error for an unknown id
+        pairs = [(args.rollout, rec) for rec in reader.logs(rollout_id=args.rollout, min_level=level)]
+    else:
+        pairs = reader.logs_with_rollout(reader.run().run_id, level)
+    console = Console(highlight=False)
+    for rollout_id, rec in pairs:
+        if args.json:
+            print(json.dumps({"rollout_id": rollout_id, **rec.model_dump()}, ensure_ascii=False))
+            continue
+        stamp = time.strftime("%H:%M:%S", time.localtime(rec.time)) + f".{int(rec.time * 1000) % 1000:03d}"
+        style = LEVEL_STYLES.get(rec.level_name, "default")
+        console.print(f"{stamp} [{style}]{rec.level_name:<8}[/{style}] [magenta]{rollout_id}[/magenta] "
+                      f"[dim]{escape(rec.logger)}:{rec.lineno}[/dim] {escape(rec.message)}")
+        if rec.exception:
+            console.print(f"[red]{escape(rec.exception)}[/red]")
+    return 0

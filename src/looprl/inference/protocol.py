@@ -67,10 +67,12 @@ class ChatCompletionRequest(BaseModel):
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)
     return_token_ids: bool = False
-    stream: Literal[False] = False
+    stream: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> ChatCompletionRequest:
+        if self.stream:
+            raise ValueError("streaming is not supported by the embedded engine")
         if self.top_logprobs and not self.logprobs:
             raise ValueError("top_logprobs requires logprobs: true")
         if any(s == "" for s in self.stop_list):

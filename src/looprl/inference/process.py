@@ -1,0 +1,172 @@
+"""Start the embedded engine as a child process, for commands that need a model server.
+
+`looprl eval` without `--base-url` (and `looprl rl` on CPU) use this to run `looprl inference` in its
+own process, wait until it answers `/health`, talk to it over HTTP, and stop it afterwards::
+
+    from looprl.inference.process import EngineProcess
+
+    with EngineProcess("smollm2-135m-instruct", log_path=run_dir / "logs" / "inference.log") as engine:
+        client = openai.OpenAI(base_url=engine.base_url, api_key="looprl")
+        client.chat.completions.create(model=engine.model_name, messages=[...])
+
+    async with EngineProcess(model, log_path=None) as engine:  # the same, from async code
+        ...
+
+API:
+
+- `EngineProcess(model=DEFAULT_MODEL, log_path=None, port=None, host="127.0.0.1",
+  startup_timeout=600.0, extra_args=())`: nothing starts until `start()` / `with` / `async with`.
+  `port=None` picks a free port. `log_path=None` logs to a temporary file (deleted on stop).
+  `extra_args` are appended to the `looprl inference` command line (e.g. `["--max-batch-size", "32"]`).
+- `.base_url`: `http://HOST:PORT/v1`, what an OpenAI client takes; `.url`: the server root
+  (`/health`, `/update_weights`); `.model_name`: the served model name (= `model`).
+- `start()` launches the child and blocks until `/health` answers; `await astart()` is the async
+  form. If the child exits first, or `startup_timeout` passes, they raise `EngineStartError` (a
+  `UserError`) with the exit status and the last lines of the log.
+- `stop()` terminates the child (SIGTERM, then SIGKILL after 10 s); called on leaving the context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+import httpx
+
+from looprl.errors import UserError
+from looprl.models import DEFAULT_MODEL
+
+LOG_TAIL_LINES = 30
+
+
+class EngineStartError(UserError):
+    """The engine process exited, or did not become healthy, before serving."""
+
+
+class EngineProcess:
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        log_path: Path | None = None,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        startup_timeout: float = 600.0,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        self.model_name, self.host, self.port = model, host, port or _free_port(host)
+        self.startup_timeout, self.extra_args = startup_timeout, list(extra_args)
+        self.log_path, self._owns_log = (log_path, False) if log_path else (_temp_log(), True)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    def start(self) -> EngineProcess:
+        self._launch()
+        deadline = time.monotonic() + self.startup_timeout
+        while not self._healthy():
+            self._check_alive(deadline)
+            time.sleep(0.25)
+        return self
+
+    async def astart(self) -> EngineProcess:
+        self._launch()
+        deadline = time.monotonic() + self.startup_timeout
+        while not await asyncio.to_thread(self._healthy):
+            self._check_alive(deadline)
+            await asyncio.sleep(0.25)
+        return self
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._process = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self._owns_log:
+            self.log_path.unlink(missing_ok=True)
+
+    def __enter__(self) -> EngineProcess:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> EngineProcess:
+        try:
+            return await self.astart()
+        except BaseException:
+            self.stop()
+            raise
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        await asyncio.to_thread(self.stop)
+
+    def _launch(self) -> None:
+        command = [sys.executable, "-m", "looprl.cli", "inference", "--model", self.model_name]
+        command += ["--host", self.host, "--port", str(self.port), *self.extra_args]
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _check_alive(self, deadline: float) -> None:
+        assert self._process is not None
+        status = self._process.poll()
+        if status is None and time.monotonic() < deadline:
+            return
+        what = f"exited with status {status}" if status is not None else f"was not healthy after {self.startup_timeout:.0f} s"
+        tail, where = _tail(self.log_path), "its log" if self._owns_log else str(self.log_path)
+        self.stop()
+        raise EngineStartError(f"the inference engine ({self.model_name}) {what}; last lines of {where}:\n{tail}")
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _temp_log() -> Path:
+    fd, name = tempfile.mkstemp(prefix="looprl-inference-", suffix=".log")
+    os.close(fd)
+    return Path(name)
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(lines[-LOG_TAIL_LINES:])

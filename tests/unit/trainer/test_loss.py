@@ -1,0 +1,103 @@
+"""The policy loss and its variants against values computed by hand."""
+
+import math
+
+import pytest
+import torch
+
+from looprl.trainer.loss import clipped, normalization, policy_loss, truncated
+
+
+def _logps(*probs: float) -> torch.Tensor:
+    return torch.tensor([math.log(p) for p in probs], dtype=torch.float64)
+
+
+def test_clipped_four_cases():
+    # ratios 1.5, 0.5, 0.5, 1.5 (eps 0.2) with advantages +1, +1, -1, -1
+    logprobs = _logps(0.75, 0.25, 0.25, 0.75).requires_grad_()
+    inference = _logps(0.5, 0.5, 0.5, 0.5)
+    advantages = torch.tensor([1.0, 1.0, -1.0, -1.0], dtype=torch.float64)
+    weights = torch.full((4,), 0.25, dtype=torch.float64)
+    out = policy_loss(clipped.token_loss, logprobs, inference, advantages, weights)
+    # per token: -min(1.5, 1.2) = -1.2 | -min(0.5, 0.8) = -0.5 | -min(-0.5, -0.8) = 0.8 | -min(-1.5, -1.2) = 1.5
+    assert out.loss.item() == pytest.approx(0.25 * (-1.2 - 0.5 + 0.8 + 1.5))
+    assert out.clipped_frac == pytest.approx(0.5)
+    out.loss.backward()
+    # d/dlogp of -ratio*A is -ratio*A where unclipped, 0 where clipped
+    assert logprobs.grad.tolist() == pytest.approx([0.0, 0.25 * -0.5, 0.0, 0.25 * 1.5])
+
+
+def test_clipped_asymmetric_eps_high():
+    logprobs, inference = _logps(0.75), _logps(0.5)  # ratio 1.5
+    out = clipped.token_loss(logprobs - inference, torch.tensor([1.0], dtype=torch.float64), eps_low=0.2, eps_high=0.28)
+    assert out.loss.item() == pytest.approx(-1.28)
+
+
+def test_truncated_caps_the_weight_and_keeps_the_gradient():
+    logprobs = _logps(0.6, 0.1).requires_grad_()
+    inference = _logps(0.2, 0.2)  # ratios 3.0 and 0.5
+    advantages = torch.tensor([1.0, -2.0], dtype=torch.float64)
+    weights = torch.ones(2, dtype=torch.float64)
+    out = policy_loss(lambda r, a: truncated.token_loss(r, a, cap=2.0), logprobs, inference, advantages, weights)
+    # value -w*A: -2*1 + -(0.5)*(-2) = -1.0; gradient -w*A per token, even where truncated
+    assert out.loss.item() == pytest.approx(-1.0)
+    assert out.clipped_frac == pytest.approx(1.0)
+    out.loss.backward()
+    assert logprobs.grad.tolist() == pytest.approx([-2.0, 1.0])
+
+
+def test_on_policy_variants_agree():
+    logprobs = _logps(0.3, 0.6).requires_grad_()
+    advantages = torch.tensor([0.5, -1.5], dtype=torch.float64)
+    weights = torch.tensor([0.5, 0.5], dtype=torch.float64)
+    a = policy_loss(clipped.token_loss, logprobs, logprobs.detach(), advantages, weights)
+    b = policy_loss(truncated.token_loss, logprobs, logprobs.detach(), advantages, weights)
+    assert a.loss.item() == pytest.approx(0.5) and b.loss.item() == pytest.approx(0.5)
+    ga, = torch.autograd.grad(a.loss, logprobs)
+    gb, = torch.autograd.grad(b.loss, logprobs)
+    assert ga.tolist() == pytest.approx([-0.25, 0.75]) and gb.tolist() == pytest.approx([-0.25, 0.75])
+
+
+def test_tokens_off_the_mask_contribute_nothing_even_with_sentinel_logprobs():
+    logprobs = torch.tensor([0.0, math.log(0.5)], dtype=torch.float64, requires_grad=True)
+    inference = torch.tensor([-9999.0, math.log(0.5)], dtype=torch.float64)
+    weights = torch.tensor([0.0, 1.0], dtype=torch.float64)
+    out = policy_loss(clipped.token_loss, logprobs, inference, torch.ones(2, dtype=torch.float64), weights)
+    out.loss.backward()
+    assert out.loss.item() == pytest.approx(-1.0)
+    assert logprobs.grad.tolist() == pytest.approx([0.0, -1.0])
+
+
+def test_kl_to_reference():
+    logprobs, ref = _logps(0.5), _logps(0.25)
+    weights = torch.tensor([2.0], dtype=torch.float64)
+    out = policy_loss(clipped.token_loss, logprobs, logprobs, torch.zeros(1, dtype=torch.float64), weights,
+                      ref_logprobs=ref, kl_coef=0.1)
+    kl = 0.5 - math.log(0.5) - 1.0  # exp(ref-logp) - (ref-logp) - 1
+    assert out.kl == pytest.approx(2.0 * kl)
+    assert out.loss.item() == pytest.approx(2.0 * 0.1 * kl)
+
+
+def test_kl_is_off_by_default():
+    logprobs = _logps(0.5)
+    out = policy_loss(clipped.token_loss, logprobs, logprobs, torch.ones(1, dtype=torch.float64),
+                      torch.ones(1, dtype=torch.float64), ref_logprobs=_logps(0.25))
+    assert out.kl == 0.0 and out.loss.item() == pytest.approx(-1.0)
+
+
+MASKS = [torch.tensor([True, True, False]), torch.tensor([True])]
+
+
+@pytest.mark.parametrize(("weights", "expected"), [
+    (normalization.per_token(MASKS), [[1 / 3, 1 / 3, 0.0], [1 / 3]]),
+    (normalization.per_sequence(MASKS), [[1 / 4, 1 / 4, 0.0], [1 / 2]]),
+    (normalization.constant(MASKS, 4.0), [[0.25, 0.25, 0.0], [0.25]]),
+])
+def test_normalizations(weights, expected):
+    assert [w.tolist() for w in weights] == [pytest.approx(e) for e in expected]
+
+
+def test_normalizations_survive_sequences_without_loss_tokens():
+    masks = [torch.tensor([False, False])]
+    assert normalization.per_token(masks)[0].tolist() == [0.0, 0.0]
+    assert normalization.per_sequence(masks)[0].tolist() == [0.0, 0.0]

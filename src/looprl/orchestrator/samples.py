@@ -1,0 +1,52 @@
+"""Training samples from the model calls the gateway recorded for one rollout.
+
+Multi-turn rollouts call the model several times. When a call's prompt token ids start with the
+previous call's prompt + completion token ids (the usual chat loop: the transcript only grows), the
+calls merge into one sequence: the new prompt tokens (the template's turn markers, tool results,
+the user's next message) join without loss, the completion's tokens with loss. A call whose prompt
+does not extend the sequence (the env rewrote the history, or the template re-rendered earlier
+turns differently) starts a new sample. Each sample carries the rollout's advantage.
+
+Calls without token ids or logprobs (a failed call, an upstream without vLLM's token extensions)
+cannot be trained on and are left out; the next usable call then starts a new sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from looprl.orchestrator.types import TrainingSample
+from looprl.store.records import ModelCall
+
+
+def usable(call: ModelCall) -> bool:
+    """The call returned token ids and one logprob per completion token."""
+    return (call.status == 200 and call.prompt_token_ids is not None and call.completion_token_ids is not None
+            and call.completion_logprobs is not None
+            and len(call.completion_logprobs) == len(call.completion_token_ids))
+
+
+def build_samples(rollout_id: str, calls: Sequence[ModelCall], advantage: float) -> list[TrainingSample]:
+    """The rollout's training samples, in call order."""
+    samples: list[TrainingSample] = []
+    current: TrainingSample | None = None
+    for call in sorted(calls, key=lambda c: c.idx):
+        if not usable(call):
+            current = None
+            continue
+        prompt, completion = call.prompt_token_ids or [], call.completion_token_ids or []
+        if current is not None and extends(prompt, current.token_ids):
+            new_prompt = prompt[len(current.token_ids):]
+        else:
+            current = TrainingSample(rollout_id=rollout_id, token_ids=[], loss_mask=[], inference_logprobs=[],
+                                     advantage=advantage)
+            samples.append(current)
+            new_prompt = prompt
+        current.token_ids += new_prompt + completion
+        current.loss_mask += [False] * len(new_prompt) + [True] * len(completion)
+        current.inference_logprobs += [0.0] * len(new_prompt) + list(call.completion_logprobs or [])
+    return samples
+
+
+def extends(prompt: Sequence[int], sequence: Sequence[int]) -> bool:
+    return len(prompt) >= len(sequence) and list(prompt[: len(sequence)]) == list(sequence)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jinja2
+
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
@@ -15,7 +17,8 @@ from fastapi.templating import Jinja2Templates
 from looprl.inspector.api import run_ref
 from looprl.inspector.catalog import RunRef
 
-templates = Jinja2Templates(directory=Path(__file__).parent / "templates", autoescape=True)
+templates = Jinja2Templates(env=jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True))
 router = APIRouter(default_response_class=HTMLResponse)
 
 

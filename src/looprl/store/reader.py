@@ -210,20 +210,24 @@ class RunStoreReader:
             return None, None
         rowid, value = current[0], current[1]
         where, params = self._where(run_id, f)
-        # (value, rowid) keys in ascending order, NULLs first as SQLite sorts them
+        # (value, rowid) keys in ascending order, NULLs first as SQLite sorts them; each side is a list of
+        # conditions tried in turn (row values keep each one a single index range)
+        key = f"(r.{column}, r.rowid)"
         if value is None:
-            after = (f"((r.{column} IS NULL AND r.rowid > ?) OR r.{column} IS NOT NULL)", [rowid])
-            before = (f"(r.{column} IS NULL AND r.rowid < ?)", [rowid])
+            after = [(f"r.{column} IS NULL AND r.rowid > ?", [rowid]), (f"r.{column} IS NOT NULL", [])]
+            before = [(f"r.{column} IS NULL AND r.rowid < ?", [rowid])]
         else:
-            after = (f"(r.{column} > ? OR (r.{column} = ? AND r.rowid > ?))", [value, value, rowid])
-            before = (f"(r.{column} IS NULL OR r.{column} < ? OR (r.{column} = ? AND r.rowid < ?))",
-                      [value, value, rowid])
+            after = [(f"{key} > (?, ?)", [value, rowid])]
+            before = [(f"{key} < (?, ?)", [value, rowid]), (f"r.{column} IS NULL", [])]
 
-        def first(side: tuple[str, list[Any]], order: str) -> str | None:
-            row = self._conn.execute(
-                f"SELECT r.rollout_id FROM rollouts r WHERE {where} AND {side[0]} "
-                f"ORDER BY r.{column} {order}, r.rowid {order} LIMIT 1", [*params, *side[1]]).fetchone()
-            return None if row is None else row[0]
+        def first(side: list[tuple[str, list[Any]]], order: str) -> str | None:
+            for condition, values in side:
+                row = self._conn.execute(
+                    f"SELECT r.rollout_id FROM rollouts r WHERE {where} AND {condition} "
+                    f"ORDER BY r.{column} {order}, r.rowid {order} LIMIT 1", [*params, *values]).fetchone()
+                if row is not None:
+                    return row[0]
+            return None
 
         if direction == "ASC":
             return first(before, "DESC"), first(after, "ASC")

@@ -70,6 +70,11 @@ CREATE INDEX IF NOT EXISTS rollouts_by_step ON rollouts (run_id, split, step);
 CREATE INDEX IF NOT EXISTS rollouts_by_group ON rollouts (group_id);
 CREATE INDEX IF NOT EXISTS rollouts_by_reason ON rollouts (run_id, termination_reason);
 CREATE INDEX IF NOT EXISTS rollouts_by_reward ON rollouts (run_id, reward);
+-- the inspector's list, counts and filters on large stores
+CREATE INDEX IF NOT EXISTS rollouts_by_run_step ON rollouts (run_id, step);
+CREATE INDEX IF NOT EXISTS rollouts_by_split_reason ON rollouts (run_id, split, termination_reason);
+CREATE INDEX IF NOT EXISTS rollouts_by_split_reward ON rollouts (run_id, split, reward);
+CREATE INDEX IF NOT EXISTS rollouts_by_split_log_level ON rollouts (run_id, split, max_log_level);
 
 CREATE TABLE IF NOT EXISTS model_calls (
     id                    INTEGER PRIMARY KEY,

@@ -1,6 +1,6 @@
 // DOM and data helpers shared by the inspector's pages.
 // Every string from the run store is untrusted: it reaches the page only as text nodes
-// (`h` never sets innerHTML), and links are built from ids with encodeURIComponent.
+// (`h` never parses markup), and links are built from ids with encodeURIComponent.
 
 export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);

@@ -1,0 +1,43 @@
+"""`looprl inspect RUN_DIR [RUN_DIR ...]`: serve the rollout inspector for one or more run directories.
+
+Binds 127.0.0.1 by default. Any other address exposes transcripts and logs to the network, so it needs
+an access token (`--token` or `LOOPRL_INSPECTOR_TOKEN`): without one the command exits at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from looprl.errors import UserError
+
+TOKEN_ENV = "LOOPRL_INSPECTOR_TOKEN"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories (each holds looprl.db)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need --token)")
+    parser.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765)")
+    parser.add_argument("--token", default=os.environ.get(TOKEN_ENV),
+                        help=f"access token every request must carry (default: ${TOKEN_ENV})")
+
+
+def run(args: argparse.Namespace) -> int:
+    from looprl.inspector.security import check_bind
+
+    check_bind(args.host, args.token)
+    for run_dir in args.run_dirs:
+        if not run_dir.is_dir():
+            raise UserError(f"{run_dir} is not a directory")
+
+    import uvicorn
+
+    from looprl.inspector.app import create_app
+
+    app = create_app(args.run_dirs, token=args.token)
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"http://{host}:{args.port}/"
+    print(f"looprl inspector on {url}" + (f"?token={args.token}" if args.token else "") + "  (Ctrl+C to stop)", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0

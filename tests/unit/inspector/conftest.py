@@ -1,0 +1,18 @@
+"""Fixtures: a fake run store and a TestClient on an inspector app serving it."""
+
+import pytest
+from fastapi.testclient import TestClient
+
+from looprl.inspector.app import create_app
+from tests.unit.inspector.fake_store import build_store
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    return build_store(tmp_path / "toy-run")
+
+
+@pytest.fixture
+def client(run_dir):
+    with TestClient(create_app([run_dir])) as c:
+        yield c

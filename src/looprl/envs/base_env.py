@@ -109,7 +109,7 @@ class BaseEnv(Environment):
             for r in rollouts:
                 r.fail("env_error", f"list_tools raised {_describe(e)}")
             tools = []
-        scored = asyncio.Event()
+        scored, group_scored = asyncio.Event(), asyncio.Event()
         pending = [r for r in rollouts if not r.failed]
         reached = 0
 
@@ -124,12 +124,15 @@ class BaseEnv(Environment):
                         reached += 1
                         if reached == len(pending):
                             scored.set()
-                        await scored.wait()  # keep rollout_context open until group rewards are in
+                        await group_scored.wait()  # keep rollout_context open until group rewards are in
                         await self._exit_context(r, stack)
 
         async def group() -> None:
             await scored.wait()
-            await self._score_group(rollouts, request, buffers)
+            try:
+                await self._score_group(rollouts, request, buffers)
+            finally:
+                group_scored.set()
 
         if not pending:
             scored.set()

@@ -127,6 +127,8 @@ def group_context(rollout_ids: Sequence[str]) -> Iterator[None]:
 class RolloutLogHandler(logging.Handler):
     """Copies each record emitted inside a capture context into that context's rollout buffers."""
 
+    _formatter = logging.Formatter()
+
     def emit(self, record: logging.LogRecord) -> None:
         targets = _targets.get()
         if not targets:
@@ -134,7 +136,7 @@ class RolloutLogHandler(logging.Handler):
         try:
             exception = None
             if record.exc_info:
-                exception = self.formatException(record.exc_info)
+                exception = self._formatter.formatException(record.exc_info)
             elif record.exc_text:
                 exception = record.exc_text
             if record.stack_info:

@@ -38,12 +38,16 @@ def run(args: argparse.Namespace) -> int:
         return 0
     table = Table(title=f"{run_info.run_id} · {run_info.env_name} · {run_info.model}", title_justify="left")
     for col in ("rollout", "step", "split", "example", "group", "reason", "reward", "components", "turns", "tokens", "s"):
-        table.add_column(col, justify="right" if col in ("step", "reward", "turns", "tokens", "s") else "left")
+        table.add_column(col, justify="right" if col in ("step", "reward", "turns", "tokens", "s") else "left",
+                         no_wrap=col != "components")
     for r in rows:
         reason = r.termination_reason if r.scored else f"[red]{r.termination_reason}[/red]"
         table.add_row(r.rollout_id, str(r.step), r.split, r.example_id[:8], r.group_id[:8], reason,
                       "–" if r.reward is None else f"{r.reward:.3f}",
                       " ".join(f"{k}={v:g}" for k, v in r.rewards.items()), str(r.turns),
                       str(r.prompt_tokens + r.completion_tokens), f"{r.duration_s:.1f}")
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)  # piped output: don't squeeze ids into ellipses
+    console.print(table)
     return 0

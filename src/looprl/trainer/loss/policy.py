@@ -33,14 +33,14 @@ TokenLoss = Callable[[torch.Tensor, torch.Tensor], TokenLossOutput]
 
 @dataclass
 class LossOutput:
-    """The micro-batch's weighted loss (differentiable) and its weighted sums for metrics (floats).
+    """The micro-batch's weighted loss (differentiable) and plain sums over its loss tokens (metrics).
 
-    `clipped_frac` and `kl` are weighted like the loss, so summing them over a step's micro-batches
-    gives the step's fraction of clipped tokens and mean reference KL.
+    `clipped` counts the loss tokens whose ratio was clipped or truncated, `kl` sums their reference
+    KL: divided by the step's loss tokens they become the step's means, whatever the normalisation.
     """
 
     loss: torch.Tensor
-    clipped_frac: float
+    clipped: int
     kl: float
 
 
@@ -62,9 +62,5 @@ def policy_loss(
     if ref_logprobs is not None and kl_coef:
         kl = torch.where(on_mask, token_kl(logprobs, ref_logprobs), torch.zeros_like(logprobs))
         per_token = per_token + kl_coef * kl
-        kl_sum = float((kl.detach() * weights).sum())
-    return LossOutput(
-        loss=(per_token * weights).sum(),
-        clipped_frac=float((out.clipped.float() * weights).sum()),
-        kl=kl_sum,
-    )
+        kl_sum = float(kl.detach()[on_mask].sum())
+    return LossOutput(loss=(per_token * weights).sum(), clipped=int(out.clipped[on_mask].sum()), kl=kl_sum)

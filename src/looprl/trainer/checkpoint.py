@@ -1,0 +1,69 @@
+"""Resumable trainer state under `checkpoints/step_N/`.
+
+A checkpoint holds the HF-format weights and tokenizer (`save_pretrained`, so the directory also
+loads as a model), and `trainer_state.pt`: optimizer, scheduler, the RNG states (python, torch) and
+whatever progress the caller passes (e.g. the orchestrator's position in the dataset). It is written
+to a temporary sibling and renamed into place, so `latest_step` never sees a half-written one.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from looprl.store.paths import checkpoint_dir
+
+STATE_FILE = "trainer_state.pt"
+
+
+def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer,
+                    scheduler: torch.optim.lr_scheduler.LRScheduler, progress: dict[str, Any] | None = None) -> Path:
+    target = checkpoint_dir(run_dir, step)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".step_{step}.", dir=target.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        torch.save({
+            "step": step,
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rng": {"python": random.getstate(), "torch": torch.get_rng_state()},
+            "progress": progress or {},
+        }, tmp / STATE_FILE)
+        shutil.rmtree(target, ignore_errors=True)
+        os.rename(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def latest_step(run_dir: Path) -> int | None:
+    """The highest step with a complete checkpoint, or None."""
+    root = checkpoint_dir(run_dir, 0).parent
+    steps = [int(p.name.removeprefix("step_")) for p in root.glob("step_*") if (p / STATE_FILE).is_file()]
+    return max(steps, default=None)
+
+
+def load_checkpoint(run_dir: Path, step: int, model: Any, optimizer: torch.optim.Optimizer,
+                    scheduler: torch.optim.lr_scheduler.LRScheduler) -> dict[str, Any]:
+    """Restore weights, optimizer, scheduler and RNGs in place; returns the saved progress."""
+    from safetensors.torch import load_file
+
+    path = checkpoint_dir(run_dir, step)
+    state: dict[str, torch.Tensor] = {}
+    for file in sorted(path.glob("*.safetensors")):
+        state.update(load_file(file))
+    model.load_state_dict(state, strict=False)  # a tied lm_head is not saved; it follows the embeddings
+    saved = torch.load(path / STATE_FILE, weights_only=False)
+    optimizer.load_state_dict(saved["optimizer"])
+    scheduler.load_state_dict(saved["scheduler"])
+    random.setstate(saved["rng"]["python"])
+    torch.set_rng_state(saved["rng"]["torch"])
+    return saved["progress"]

@@ -1,0 +1,95 @@
+"""One optimizer step on a training batch, read top to bottom.
+
+1. Normalisation weights for the whole step, from every sequence's loss mask (so the result does not
+   depend on how the orchestrator packed the micro-batches).
+2. For each micro-batch: a teacher-forced pass (logprobs, entropy), the policy loss, backward;
+   gradients accumulate.
+3. Gradient clipping, AdamW step, learning-rate schedule step.
+
+Metrics are means over the step's loss tokens: `entropy` of the policy, `mismatch_kl` (k3 estimate
+of KL(inference || trainer) on the sampled tokens: ~0 when both run the same weights, growing with
+kernel mismatch and off-policy lag), `clipped_frac`, plus `loss`, `grad_norm`, `lr` and throughput.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from looprl.orchestrator.types import MicroBatch
+from looprl.trainer.logprobs import token_logprobs
+from looprl.trainer.loss import TokenLoss, normalization, policy_loss
+from looprl.trainer.loss.kl import token_kl
+
+Normalization = Callable[[Sequence[torch.Tensor]], list[torch.Tensor]]
+
+
+def train_step(
+    model: Any,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    micro_batches: Sequence[MicroBatch],
+    token_loss: TokenLoss,
+    normalize: Normalization = normalization.per_token,
+    max_grad_norm: float = 1.0,
+    ref_model: Any | None = None,
+    kl_coef: float = 0.0,
+) -> dict[str, float]:
+    start = time.perf_counter()
+    model.train()
+    weights = step_weights(micro_batches, normalize)
+    loss_tokens = sum(sum(mb.loss_mask) for mb in micro_batches)
+    totals = {"loss": 0.0, "entropy": 0.0, "mismatch_kl": 0.0, "clipped_frac": 0.0, "ref_kl": 0.0}
+    for mb, w in zip(micro_batches, weights):
+        ids, pos = torch.tensor(mb.token_ids), torch.tensor(mb.position_ids)
+        mask = torch.tensor(mb.loss_mask)
+        inference = torch.tensor(mb.inference_logprobs)
+        logprobs, entropy = token_logprobs(model, ids, pos, with_entropy=True)
+        ref = None
+        if ref_model is not None:
+            with torch.no_grad():
+                ref, _ = token_logprobs(ref_model, ids, pos)
+        out = policy_loss(token_loss, logprobs, inference, torch.tensor(mb.advantages), w, ref, kl_coef)
+        out.loss.backward()
+        assert entropy is not None
+        totals["loss"] += out.loss.item()
+        totals["clipped_frac"] += out.clipped
+        totals["ref_kl"] += out.kl
+        totals["entropy"] += float(entropy[mask].sum())
+        totals["mismatch_kl"] += float(token_kl(inference[mask], logprobs.detach()[mask]).sum())
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+    lr = scheduler.get_last_lr()[0]
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    elapsed = time.perf_counter() - start
+    tokens = sum(len(mb.token_ids) for mb in micro_batches)
+    per_loss_token = max(loss_tokens, 1)
+    return {
+        "loss": totals["loss"],
+        "entropy": totals["entropy"] / per_loss_token,
+        "mismatch_kl": totals["mismatch_kl"] / per_loss_token,
+        "clipped_frac": totals["clipped_frac"] / per_loss_token,
+        "ref_kl": totals["ref_kl"] / per_loss_token,
+        "grad_norm": float(grad_norm),
+        "lr": lr,
+        "tokens": float(tokens),
+        "loss_tokens": float(loss_tokens),
+        "micro_batches": float(len(micro_batches)),
+        "train_time_s": elapsed,
+        "train_tokens_per_s": tokens / elapsed,
+    }
+
+
+def step_weights(micro_batches: Sequence[MicroBatch], normalize: Normalization) -> list[torch.Tensor]:
+    """Each micro-batch's per-token loss weights, normalised over every sequence of the step."""
+    masks = [list(torch.tensor(mb.loss_mask).split(mb.sequence_lengths)) for mb in micro_batches]
+    flat = normalize([m for seqs in masks for m in seqs])
+    weights, i = [], 0
+    for seqs in masks:
+        weights.append(torch.cat(flat[i:i + len(seqs)]))
+        i += len(seqs)
+    return weights

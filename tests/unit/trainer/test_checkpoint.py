@@ -1,0 +1,74 @@
+"""Checkpoints restore the whole trainer state; broadcasts load into the engine after STABLE."""
+
+import random
+
+import pytest
+import torch
+
+from looprl.inference.weights import load_update
+from looprl.orchestrator.packing import pack
+from looprl.orchestrator.types import TrainingSample
+from looprl.store.paths import broadcast_dir, checkpoint_dir
+from looprl.trainer.broadcast import broadcast_weights, is_stable
+from looprl.trainer.checkpoint import latest_step, load_checkpoint, save_checkpoint
+from looprl.trainer.loss import clipped
+from looprl.trainer.optim import build_optimizer, build_scheduler
+from looprl.trainer.step import train_step
+from tests.support.tiny_model import tiny_model
+
+SAMPLE = TrainingSample(rollout_id="r", token_ids=[5, 9, 3, 7, 20], loss_mask=[False, False, True, True, True],
+                        inference_logprobs=[0.0, 0.0, -4.0, -4.0, -4.0], advantage=1.0)
+
+
+def _trained(steps: int):
+    model = tiny_model()
+    optimizer = build_optimizer(model, lr=1e-2)
+    scheduler = build_scheduler(optimizer, warmup_steps=3)
+    for _ in range(steps):
+        train_step(model, optimizer, scheduler, pack([SAMPLE], 16), clipped.token_loss)
+    return model, optimizer, scheduler
+
+
+def test_resume_continues_exactly(tmp_path, tokenizer):
+    model, optimizer, scheduler = _trained(2)
+    assert latest_step(tmp_path) is None
+    save_checkpoint(tmp_path, 2, model, tokenizer, optimizer, scheduler, progress={"epoch": 0, "cursor": 8})
+    assert latest_step(tmp_path) == 2 and (checkpoint_dir(tmp_path, 2) / "config.json").is_file()
+    expected_rng = (random.random(), torch.rand(1).item())
+    train_step(model, optimizer, scheduler, pack([SAMPLE], 16), clipped.token_loss)
+    expected = {k: v.clone() for k, v in model.state_dict().items()}
+
+    fresh = tiny_model(seed=1)
+    fresh_opt = build_optimizer(fresh, lr=1e-2)
+    fresh_sched = build_scheduler(fresh_opt, warmup_steps=3)
+    progress = load_checkpoint(tmp_path, 2, fresh, fresh_opt, fresh_sched)
+    assert progress == {"epoch": 0, "cursor": 8}
+    assert (random.random(), torch.rand(1).item()) == expected_rng
+    assert fresh_sched.get_last_lr() == pytest.approx([1e-2])
+    train_step(fresh, fresh_opt, fresh_sched, pack([SAMPLE], 16), clipped.token_loss)
+    for name, tensor in fresh.state_dict().items():
+        torch.testing.assert_close(tensor, expected[name])
+
+
+def test_broadcast_loads_into_the_engine_model(tmp_path):
+    model, _, _ = _trained(1)
+    for step in (1, 2, 3):
+        path = broadcast_weights(tmp_path, step, model, keep=2)
+    assert is_stable(path) and path == broadcast_dir(tmp_path, 3)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["step_2", "step_3"]
+    engine_model = tiny_model(seed=1)
+    load_update(path, engine_model).apply(engine_model)
+    for name, tensor in engine_model.state_dict().items():
+        torch.testing.assert_close(tensor, model.state_dict()[name])
+    assert engine_model.lm_head.weight.data_ptr() == engine_model.model.embed_tokens.weight.data_ptr()
+
+
+def test_policy_loads_from_a_checkpoint_directory(tmp_path, tokenizer):
+    from looprl.trainer.model import load_policy
+
+    model, optimizer, scheduler = _trained(1)
+    path = save_checkpoint(tmp_path, 1, model, tokenizer, optimizer, scheduler)
+    loaded, loaded_tokenizer = load_policy(str(path))
+    assert loaded.training and not loaded.config.use_cache
+    assert loaded_tokenizer.eos_token == "t1"
+    torch.testing.assert_close(loaded.lm_head.weight, model.lm_head.weight)

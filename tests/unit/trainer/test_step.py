@@ -1,0 +1,69 @@
+"""The train step: it learns in the advantage's direction, and packing does not change the loss."""
+
+import pytest
+import torch
+
+from looprl.orchestrator.packing import pack
+from looprl.orchestrator.types import TrainingSample
+from looprl.trainer.logprobs import token_logprobs
+from looprl.trainer.loss import clipped, normalization, truncated
+from looprl.trainer.optim import build_optimizer, build_scheduler
+from looprl.trainer.step import train_step
+
+from tests.support.tiny_model import tiny_model
+
+
+def _on_policy_sample(model, ids: list[int], prompt_len: int, advantage: float) -> TrainingSample:
+    with torch.no_grad():
+        logprobs, _ = token_logprobs(model, torch.tensor(ids), torch.arange(len(ids)))
+    mask = [i >= prompt_len for i in range(len(ids))]
+    return TrainingSample(rollout_id="r", token_ids=ids, loss_mask=mask, advantage=advantage,
+                          inference_logprobs=[lp if m else 0.0 for lp, m in zip(logprobs.tolist(), mask)])
+
+
+def _completion_logprob(model, sample: TrainingSample) -> float:
+    with torch.no_grad():
+        logprobs, _ = token_logprobs(model, torch.tensor(sample.token_ids), torch.arange(len(sample.token_ids)))
+    return float(logprobs[torch.tensor(sample.loss_mask)].sum())
+
+
+@pytest.mark.parametrize("token_loss", [clipped.token_loss, truncated.token_loss])
+def test_step_moves_logprobs_with_the_advantage(model, token_loss):
+    good = _on_policy_sample(model, [5, 9, 3, 7, 20, 21, 22], 4, advantage=1.0)
+    bad = _on_policy_sample(model, [5, 9, 3, 7, 30, 31, 32], 4, advantage=-1.0)
+    before = _completion_logprob(model, good), _completion_logprob(model, bad)
+    optimizer = build_optimizer(model, lr=1e-2)
+    metrics = train_step(model, optimizer, build_scheduler(optimizer), pack([good, bad], 64), token_loss)
+    assert _completion_logprob(model, good) > before[0]
+    assert _completion_logprob(model, bad) < before[1]
+    assert metrics["loss_tokens"] == 6 and metrics["tokens"] == 14
+    assert metrics["grad_norm"] > 0 and metrics["lr"] == pytest.approx(1e-2)
+    assert metrics["entropy"] > 0
+
+
+@pytest.mark.parametrize("normalize", [normalization.per_token, normalization.per_sequence,
+                                       lambda masks: normalization.constant(masks, 10.0)])
+def test_loss_does_not_depend_on_packing(normalize):
+    model = tiny_model()
+    samples = [_on_policy_sample(model, list(range(2, 2 + n)), 2, advantage=a)
+               for n, a in [(9, 1.0), (5, -0.5), (7, 0.25), (4, -1.0)]]
+    losses = []
+    for budget in (64, 10):
+        model = tiny_model()
+        optimizer = build_optimizer(model, lr=0.0)
+        micro_batches = pack(samples, budget)
+        losses.append(train_step(model, optimizer, build_scheduler(optimizer), micro_batches,
+                                 clipped.token_loss, normalize)["loss"])
+    assert len(pack(samples, 10)) > 1
+    assert losses[0] == pytest.approx(losses[1], abs=1e-6)
+
+
+def test_warmup_scales_the_learning_rate(model):
+    optimizer = build_optimizer(model, lr=1.0)
+    scheduler = build_scheduler(optimizer, warmup_steps=4)
+    lrs = []
+    for _ in range(6):
+        lrs.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    assert lrs == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0, 1.0])

@@ -47,11 +47,11 @@ def train_step(
         ids, pos = torch.tensor(mb.token_ids), torch.tensor(mb.position_ids)
         mask = torch.tensor(mb.loss_mask)
         inference = torch.tensor(mb.inference_logprobs)
-        logprobs, entropy = token_logprobs(model, ids, pos, with_entropy=True)
+        logprobs, entropy = token_logprobs(model, ids, pos, mask, with_entropy=True)
         ref = None
         if ref_model is not None:
             with torch.no_grad():
-                ref, _ = token_logprobs(ref_model, ids, pos)
+                ref, _ = token_logprobs(ref_model, ids, pos, mask)
         out = policy_loss(token_loss, logprobs, inference, torch.tensor(mb.advantages), w, ref, kl_coef)
         out.loss.backward()
         assert entropy is not None

@@ -6,8 +6,8 @@ inspector marks it. The scope is the step and split in an `rl` run (the orchestr
 batch) and the whole split in an `eval` run. Failed rollouts (no aggregated reward) were not scored,
 so nothing is zero-filled for them.
 
-Whole-split answers are costly on large stores, so they are cached per run and split and recomputed
-only when the split's rollout count changes (runs being written grow).
+Scanning reward JSON is costly on large stores, so answers are cached per run, split (and step) and
+recomputed only when that scope's rollout count changes (runs being written grow).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class ZeroFill:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._split_components: dict[tuple[str, str], tuple[int, list[str]]] = {}
+        self._step_components: dict[tuple[str, str, int], tuple[int, list[str]]] = {}
         self._step_rewards: dict[tuple[str, str], tuple[int, list[dict[str, Any]]]] = {}
 
     def rows(self, r: RunStoreReader, ref: RunRef, records: list[RolloutRecord]) -> list[RolloutRow]:
@@ -36,7 +37,7 @@ class ZeroFill:
         for split in {rec.split for rec in records}:
             if kind == "rl":
                 steps = sorted({rec.step for rec in records if rec.split == split})
-                for step, names in r.reward_components(ref.run_id, split, steps).items():
+                for step, names in self._steps(r, ref, split, steps).items():
                     scopes[(split, step)] = names
             else:
                 names = self._whole_split(r, ref, split)
@@ -55,6 +56,17 @@ class ZeroFill:
         with self._lock:
             self._step_rewards[key] = (count, value)
         return value
+
+    def _steps(self, r: RunStoreReader, ref: RunRef, split: str, steps: list[int]) -> dict[int, list[str]]:
+        """Component names per step, recomputed only for steps whose rollout count changed."""
+        counts = r.step_counts(ref.run_id, split, steps)
+        with self._lock:
+            stale = [s for s in steps if self._step_components.get((ref.id, split, s), (None,))[0] != counts.get(s)]
+        fresh = r.reward_components(ref.run_id, split, stale) if stale else {}
+        with self._lock:
+            for step in stale:
+                self._step_components[(ref.id, split, step)] = (counts.get(step, 0), fresh.get(step, []))
+            return {s: self._step_components[(ref.id, split, s)][1] for s in steps}
 
     def _whole_split(self, r: RunStoreReader, ref: RunRef, split: str) -> list[str]:
         count = r.rollout_counts(ref.run_id).get(split, 0)

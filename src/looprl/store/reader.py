@@ -194,11 +194,16 @@ class RunStoreReader:
         empty): the inspector's rollout table, fast on large stores."""
         f = f or RolloutFilter()
         where, params = self._where(run_id, f)
-        total = self._conn.execute(f"SELECT COUNT(*) FROM rollouts r WHERE {where}", params).fetchone()[0]
         column, direction = self._sort(f)
+        # a search counts its matches in the same statement, so the full-text lookups run once
+        counted = ", COUNT(*) OVER () AS total" if f.q else ""
         rows = self._conn.execute(
-            f"SELECT {ROW_COLUMNS} FROM rollouts r WHERE {where} ORDER BY r.{column} {direction}, "
+            f"SELECT {ROW_COLUMNS}{counted} FROM rollouts r WHERE {where} ORDER BY r.{column} {direction}, "
             f"r.rowid {direction} LIMIT ? OFFSET ?", [*params, f.limit, f.offset]).fetchall()
+        if f.q and rows:
+            total = rows[0]["total"]
+        else:
+            total = self._conn.execute(f"SELECT COUNT(*) FROM rollouts r WHERE {where}", params).fetchone()[0]
         return [self._rollout(row) for row in rows], total
 
     def neighbours(self, run_id: str, rollout_id: str, f: RolloutFilter) -> tuple[str | None, str | None]:
@@ -255,6 +260,14 @@ class RunStoreReader:
         for step, key in rows:
             out.setdefault(step, []).append(key)
         return {step: sorted(keys) for step, keys in out.items()}
+
+    def step_counts(self, run_id: str, split: str, steps: list[int]) -> dict[int, int]:
+        """Number of rollouts of the split at each of `steps` (absent steps are left out)."""
+        marks = ",".join("?" * len(steps))
+        rows = self._conn.execute(
+            f"SELECT step, COUNT(*) FROM rollouts WHERE run_id=? AND split=? AND step IN ({marks}) GROUP BY step",
+            (run_id, split, *steps)).fetchall()
+        return {step: count for step, count in rows}
 
     def termination_reasons(self, run_id: str, split: str) -> dict[str, int]:
         """How many rollouts of the split ended with each termination reason."""

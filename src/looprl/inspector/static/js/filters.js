@@ -6,7 +6,7 @@ import { h } from "./dom.js";
 export const FILTER_KEYS = ["q", "step", "step_min", "step_max", "termination_reason", "reward_min", "reward_max",
   "has_error", "min_log_level", "sort", "order"];
 
-const CLEARABLE = FILTER_KEYS.filter((k) => k !== "sort" && k !== "order");
+export const CLEARABLE = FILTER_KEYS.filter((k) => k !== "sort" && k !== "order");
 
 function field(label, control) {
   return h("label", { class: "field" }, h("span", { class: "field-label", text: label }), control);
@@ -33,7 +33,8 @@ export function filterBar(state, reasons, setFilter) {
   const active = CLEARABLE.some((k) => state.get(k));
   return h("div", { class: "filters card" },
     h("div", { class: "filters-row" }, search,
-      active ? h("button", { class: "btn ghost", onclick: () => setFilter(Object.fromEntries(CLEARABLE.map((k) => [k, null]))) }, "Clear filters") : null),
+      h("button", { class: "btn ghost", disabled: !active, dataset: { clear: "" },
+        onclick: () => setFilter(Object.fromEntries(CLEARABLE.map((k) => [k, null]))) }, "Clear filters")),
     h("div", { class: "filters-row" },
       field("Step", numberInput("step", state.get("step"), "any", setFilter)),
       field("Steps from", numberInput("step_min", state.get("step_min"), "min", setFilter)),

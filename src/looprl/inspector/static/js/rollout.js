@@ -83,18 +83,23 @@ function callsCard(d) {
       h("td", { class: "num", text: seconds(c.latency_s) }))))));
 }
 
-function siblingsCard(d) {
+function siblingsStrip(d) {
   const names = [...new Set(d.siblings.flatMap((s) => [...Object.keys(s.rewards), ...s.zero_filled]))].sort();
-  return card(`Group (${d.siblings.length} rollouts)`, h("div", { class: "table-scroll" }, h("table", { class: "table compact siblings" },
-    h("thead", {}, h("tr", {}, ["Rollout", "Reward", ...names, "Adv.", "Termination"].map((t) => h("th", { text: t })))),
-    h("tbody", {}, d.siblings.map((s) => h("tr", { class: s.rollout_id === d.rollout_id ? "current" : "clickable", dataset: { id: s.rollout_id } },
-      h("td", {}, s.rollout_id === d.rollout_id ? h("span", { class: "mono small strong", text: s.rollout_id })
-        : h("a", { class: "mono small", href: rolloutUrl(run, s.rollout_id, nav), text: s.rollout_id })),
-      h("td", { class: "num strong", text: num(s.reward) }),
-      names.map((n) => (n in s.rewards ? h("td", { class: "num", text: num(s.rewards[n]) })
-        : s.zero_filled.includes(n) ? h("td", { class: "num zero-filled", title: "zero-filled" }, "0", h("sup", { text: "zf" })) : h("td", { class: "num muted", text: "—" }))),
-      h("td", { class: "num", text: num(s.advantage) }),
-      h("td", {}, reasonBadge(s.termination_reason))))))));
+  const tile = (s) => {
+    const current = s.rollout_id === d.rollout_id;
+    return h(current ? "div" : "a", { class: `sib${current ? " current" : ""}`, href: current ? null : rolloutUrl(run, s.rollout_id, nav),
+      dataset: { id: s.rollout_id }, title: current ? "this rollout" : `open ${s.rollout_id}` },
+    h("div", { class: "mono small sib-id", text: s.rollout_id }),
+    h("div", { class: "sib-head" }, h("span", { class: "sib-reward", text: num(s.reward) }), reasonBadge(s.termination_reason)),
+    h("dl", { class: "sib-components" }, names.map((n) => [h("dt", { class: "mono", text: n }),
+      n in s.rewards ? h("dd", { text: num(s.rewards[n]) })
+        : s.zero_filled.includes(n) ? h("dd", { class: "zero-filled", title: "zero-filled (counted as 0)" }, "0", h("sup", { text: "zf" }))
+          : h("dd", { class: "muted", text: "—" })])),
+    h("div", { class: "muted small", text: `adv. ${num(s.advantage)}` }));
+  };
+  return h("section", { class: "siblings-wrap" },
+    h("h2", {}, "Group ", h("span", { class: "mono as-is", text: d.group_id }), ` · ${d.siblings.length} rollouts`),
+    h("div", { class: "siblings-strip" }, d.siblings.map(tile)));
 }
 
 function exampleCard(d) {
@@ -145,8 +150,8 @@ async function start() {
   }
   crumbs({ text: "Runs", href: "/" }, { text: run, href: backUrl() }, { text: detail.rollout_id });
   const { el, show } = tabs(detail);
-  clear(app, head(detail), h("div", { class: "rollout-grid" }, el,
-    h("aside", { class: "side-col" }, rewardCard(detail), terminationCard(detail), callsCard(detail), siblingsCard(detail), exampleCard(detail))),
+  clear(app, head(detail), siblingsStrip(detail), h("div", { class: "rollout-grid" }, el,
+    h("aside", { class: "side-col" }, rewardCard(detail), terminationCard(detail), callsCard(detail), exampleCard(detail))),
   h("div", { class: "key-hints muted small" }, "Keys: ", ["← / k previous", "→ / j next", "m messages", "l logs", "Esc back to the run"].map((t) => h("kbd", { text: t }))));
   keys(show);
 }

@@ -4,7 +4,7 @@
 
 import { body, clear, crumbs, errorBox, getJSON, h, num, reasonBadge, reasonKind, rolloutUrl, runUrl, seconds, setLive, when, levelBadge, emptyState } from "./dom.js";
 import { lineChart } from "./plot.js";
-import { filterBar, FILTER_KEYS } from "./filters.js";
+import { CLEARABLE, filterBar, FILTER_KEYS } from "./filters.js";
 
 const run = body.run;
 const app = document.getElementById("app");
@@ -40,7 +40,10 @@ function setFilter(changes) {
   if (!("offset" in changes)) state.delete("offset");
   syncUrl();
   loadTable();
-  if ("tab" in changes) { renderTabs(); renderPlots(); renderReasons(); renderFilters(); }
+  if ("tab" in changes) { renderTabs(); renderPlots(); }
+  if (!("offset" in changes)) renderReasons();
+  const onlySearch = Object.keys(changes).join() === "q";
+  if (onlySearch) updateClear(); else if (!("offset" in changes)) renderFilters();  // typing keeps the search box
 }
 
 // --- header and tabs ------------------------------------------------------------------------------
@@ -82,8 +85,19 @@ function renderPlots() {
     charts.push(lineChart("Failed rollouts per step", series(["failed"], stats, (r, k) => r[k])));
   }
   for (const k of stepKeys.filter((k) => !rewardKeys.includes(k))) charts.push(lineChart(bare(k), series([k], metrics.steps, fromSteps)));
-  clear(view.plots, charts.length ? h("div", { class: "plot-grid" }, charts) : null);
-  view.plots.hidden = !charts.length;
+  const tiles = stats.length === 1 && !rewardKeys.length ? statTiles(stats[0]) : null;
+  clear(view.plots, tiles, charts.length ? h("div", { class: "plot-grid" }, charts) : null);
+  view.plots.hidden = !charts.length && !tiles;
+}
+
+// one step only (an eval run): the means as numbers rather than one-point plots
+function statTiles(stat) {
+  const tile = (label, value, title) => h("div", { class: "stat", title }, h("div", { class: "stat-label", text: label }), h("div", { class: "stat-value", text: value }));
+  const components = Object.keys(stat).filter((k) => k.startsWith("reward/"));
+  return h("div", { class: "stats" },
+    tile("Mean reward", num(stat.reward), "mean aggregated reward of the scored rollouts"),
+    components.map((k) => tile(k.slice(7), num(stat[k]), "mean over scored rollouts; zero-filled count as 0")),
+    tile("Rollouts", num(stat.rollouts)), tile("Failed", num(stat.failed), "operational failures (not scored)"));
 }
 
 function renderReasons() {
@@ -105,6 +119,11 @@ function renderReasons() {
       class: `reason-chip${active === reason ? " active" : ""}`, title: "filter the table by this reason",
       onclick: () => setFilter({ termination_reason: active === reason ? null : reason }),
     }, reasonBadge(reason), h("span", { class: "chip-count", text: `${num(n)} · ${((100 * n) / total).toFixed(1)}%` })))));
+}
+
+function updateClear() {
+  const button = view.filters.querySelector("[data-clear]");
+  if (button) button.disabled = !CLEARABLE.some((k) => state.get(k));
 }
 
 function renderFilters() {

@@ -28,6 +28,12 @@ if not os.path.exists(CHROMIUM):
 sync_api = pytest.importorskip("playwright.sync_api")
 
 
+class Served(str):
+    """The server's base URL, also carrying the run directory it serves."""
+
+    run_dir: Path
+
+
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory):
     import uvicorn
@@ -44,7 +50,9 @@ def base_url(tmp_path_factory):
     deadline = time.time() + 20
     while not server.started and time.time() < deadline:
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
+    served = Served(f"http://127.0.0.1:{port}")
+    served.run_dir = run_dir
+    yield served
     server.should_exit = True
     thread.join(10)
 
@@ -162,3 +170,19 @@ def test_markup_in_store_strings_stays_text(page):
     expect(rows(page)).to_have_count(1)
     assert page.locator("img").count() == 0 and page.locator("main script").count() == 0
     assert page.dialogs == []
+
+
+def test_a_run_being_written_updates_without_a_reload(page, base_url):
+    """Last in this module: it adds a rollout to the shared store."""
+    from looprl.store.writer import RunStoreWriter
+    from tests.unit.inspector.fake_store import record
+
+    expect = sync_api.expect
+    page.goto("/runs/toy-run?tab=eval")
+    expect(rows(page)).to_have_count(2)
+    expect(page.locator("#live")).to_be_visible()
+    writer = RunStoreWriter(base_url.run_dir)
+    writer.write_rollouts([record(5, step=3, split="eval", rewards={"correct": 1.0})])
+    writer.close()
+    expect(rows(page)).to_have_count(3, timeout=15_000)
+    expect(page.locator(".tab.active .tab-count")).to_have_text("3")

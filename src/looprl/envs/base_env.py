@@ -16,7 +16,6 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-import httpx
 import openai
 
 from looprl.envs.chat_loop import ModelError, ToolError, run_chat_loop
@@ -24,11 +23,10 @@ from looprl.envs.dataset import Dataset
 from looprl.envs.environment import Environment
 from looprl.envs.failures import RolloutFailure
 from looprl.envs.logging import attribute_to, live_buffers
+from looprl.envs.model_client import model_client
 from looprl.envs.rewards_check import InvalidReward, check_reward_dict
 from looprl.envs.rollout import BaseRollout
 from looprl.envs.types import DatasetSplit, Example, GroupRequest, RolloutResult, Tool
-
-MODEL_TIMEOUT_S = 600.0
 
 
 def _describe(e: BaseException) -> str:
@@ -115,17 +113,15 @@ class BaseEnv(Environment):
 
         async def one(r: BaseRollout) -> None:
             nonlocal reached
-            async with httpx.AsyncClient(timeout=MODEL_TIMEOUT_S) as http:
-                client = openai.AsyncOpenAI(base_url=request.base_url(r.rollout_id), api_key="looprl",
-                                            http_client=http, max_retries=0)
-                with attribute_to([buffers[r.rollout_id]] if r.rollout_id in buffers else []):
-                    async with AsyncExitStack() as stack:
-                        await self._run_and_score(r, stack, client, request, tools)
-                        reached += 1
-                        if reached == len(pending):
-                            scored.set()
-                        await group_scored.wait()  # keep rollout_context open until group rewards are in
-                        await self._exit_context(r, stack)
+            client = model_client(request.base_url(r.rollout_id))
+            with attribute_to([buffers[r.rollout_id]] if r.rollout_id in buffers else []):
+                async with AsyncExitStack() as stack:
+                    await self._run_and_score(r, stack, client, request, tools)
+                    reached += 1
+                    if reached == len(pending):
+                        scored.set()
+                    await group_scored.wait()  # keep rollout_context open until group rewards are in
+                    await self._exit_context(r, stack)
 
         async def group() -> None:
             await scored.wait()

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from looprl.envs.dataset import Dataset
 from looprl.envs.environment import Environment
 from looprl.envs.logging import LogLimits, install_capture
+from looprl.envs.model_client import aclose_pool
 from looprl.envs.runtime import run_group_captured
 from looprl.envs.types import DatasetSplit, GroupRequest, RolloutResult
 
@@ -68,6 +69,7 @@ class ThreadEnvHost:
             env, self.env = self.env, None
             try:
                 await self._call(env.aclose)
+                await self._call(aclose_pool)
             finally:
                 self._loop.call_soon_threadsafe(self._loop.stop)
                 self._thread.join(timeout=10)

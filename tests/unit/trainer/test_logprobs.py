@@ -31,7 +31,7 @@ async def _engine_calls(model, tokenizer) -> list[ModelCall]:
     engine.start()
     try:
         prompts = [[5, 9, 3, 7], [4, 8, 6, 2, 11, 12]]
-        params = SamplingParams(temperature=1.0, max_tokens=12, seed=3, logprobs=True)
+        params = SamplingParams(temperature=1.0, max_tokens=12, seed=3)
         results = await asyncio.gather(*(engine.generate(p, params, n=2) for p in prompts))
     finally:
         engine.stop()

@@ -1,0 +1,64 @@
+"""The trainer's configuration (the `[trainer]` table of an rl config). Pydantic only, no torch.
+
+Loss variants are a discriminated union on `type`, so each variant lists only its own settings.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ClippedLoss(_Strict):
+    """PPO-style clipped ratio (GRPO; `eps_high > eps_low` is DAPO's clip-higher)."""
+
+    type: Literal["clipped"] = "clipped"
+    eps_low: float = Field(0.2, ge=0)
+    eps_high: float = Field(0.2, ge=0)
+
+
+class TruncatedLoss(_Strict):
+    """REINFORCE with the importance weight truncated at `cap` (TIS)."""
+
+    type: Literal["truncated"] = "truncated"
+    cap: float = Field(2.0, gt=0)
+
+
+class LossConfig(_Strict):
+    ratio: ClippedLoss | TruncatedLoss = Field(default_factory=ClippedLoss, discriminator="type")
+    """The per-token objective."""
+    normalization: Literal["per_token", "per_sequence", "constant"] = "per_token"
+    """How the step's token losses are averaged (see `trainer.loss.normalization`)."""
+    normalization_constant: float | None = Field(None, gt=0)
+    """The denominator of `constant` normalisation, e.g. sequences per step * max completion tokens."""
+    kl_coef: float = Field(0.0, ge=0)
+    """Weight of the KL penalty to the initial model; 0 (the default) loads no reference model."""
+
+    @model_validator(mode="after")
+    def _constant_needs_a_denominator(self) -> LossConfig:
+        if self.normalization == "constant" and self.normalization_constant is None:
+            raise ValueError("normalization = 'constant' needs normalization_constant")
+        return self
+
+
+class OptimConfig(_Strict):
+    lr: float = Field(1e-6, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    warmup_steps: int = Field(0, ge=0)
+    max_grad_norm: float = Field(1.0, gt=0)
+
+
+class TrainerConfig(_Strict):
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    loss: LossConfig = Field(default_factory=LossConfig)
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    checkpoint_interval: int = Field(0, ge=0)
+    """Write `checkpoints/step_N/` every N steps (0: only at the end)."""
+    keep_broadcasts: int = Field(2, ge=1)
+    """Weight broadcasts kept on disk (older ones are deleted)."""

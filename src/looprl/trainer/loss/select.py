@@ -1,0 +1,22 @@
+"""From the loss configuration to the functions `train_step` takes: the token loss and the normalisation."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from looprl.trainer.config import ClippedLoss, LossConfig
+from looprl.trainer.loss import clipped, normalization, truncated
+from looprl.trainer.loss.policy import TokenLoss
+from looprl.trainer.step import Normalization
+
+
+def token_loss(config: LossConfig) -> TokenLoss:
+    if isinstance(config.ratio, ClippedLoss):
+        return partial(clipped.token_loss, eps_low=config.ratio.eps_low, eps_high=config.ratio.eps_high)
+    return partial(truncated.token_loss, cap=config.ratio.cap)
+
+
+def normalize(config: LossConfig) -> Normalization:
+    if config.normalization == "constant":
+        return partial(normalization.constant, denominator=config.normalization_constant)
+    return getattr(normalization, config.normalization)

@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	(command -v apt-get >/dev/null && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium tmux >/dev/null)) || echo "chromium not installed: browser tests will be skipped"
 
 demo: install
-	$(VENV)/bin/looprl eval examples/arithmetic/env.py:ArithmeticEnv -n 4 -r 4 --output runs/demo-eval
+	$(VENV)/bin/looprl eval examples/arithmetic/env.py:ArithmeticEnv -n 8 -r 4 --max-tokens 96 --seed 0 --output runs/demo-eval --overwrite
 
 test: install /usr/bin/chromium
 	$(PY) -m pytest -q

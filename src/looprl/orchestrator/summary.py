@@ -39,7 +39,8 @@ def _fmt(value: Any) -> str:
 
 def print_summary(summary: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
-    rewards = Table(title="Rewards (over scored rollouts; missing components count as 0)", title_justify="left")
+    rewards = Table(title="Rewards", title_justify="left", caption="means over scored rollouts; a missing component counts as 0",
+                    caption_justify="left")
     rewards.add_column("component")
     rewards.add_column("mean", justify="right")
     rewards.add_column("std", justify="right")

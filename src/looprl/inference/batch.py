@@ -9,11 +9,16 @@ with an index select, and columns that became padding for every row are trimmed 
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from transformers import DynamicCache
+from transformers import DynamicCache, LlamaForCausalLM
+
+
+# transformers 5.x renamed the forward argument `past_key_values` to `cache`.
+_CACHE_ARG = "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
 
 
 class DecodeBatch:
@@ -31,7 +36,7 @@ class DecodeBatch:
     def prefill(self, model: Any, prompt_ids: list[int], copies: int) -> torch.Tensor:
         """Run one prompt, add `copies` rows for it, and return their next-token logits [copies, vocab]."""
         out = model(input_ids=torch.tensor([prompt_ids]), use_cache=True, logits_to_keep=1)
-        cache = out.past_key_values
+        cache = out.cache if _CACHE_ARG == "cache" else out.past_key_values
         if copies > 1:
             cache.batch_repeat_interleave(copies)
         self._append(cache, torch.ones(copies, len(prompt_ids), dtype=torch.long))
@@ -45,8 +50,8 @@ class DecodeBatch:
             input_ids=torch.tensor(input_ids)[:, None],
             attention_mask=self.mask,
             position_ids=torch.tensor(positions)[:, None],
-            past_key_values=self.cache,
             use_cache=True,
+            **{_CACHE_ARG: self.cache},
         )
         return out.logits[:, -1]
 

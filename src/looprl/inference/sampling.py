@@ -33,7 +33,6 @@ class SamplingParams:
     max_tokens: int = 16
     stop: tuple[str, ...] = ()
     seed: int | None = None
-    logprobs: bool = False
     top_logprobs: int = 0
 
 

@@ -106,7 +106,6 @@ def _sampling_params(body: p.ChatCompletionRequest, prompt_tokens: int, max_cont
         max_tokens=max_tokens,
         stop=tuple(body.stop_list),
         seed=body.seed,
-        logprobs=body.logprobs,
         top_logprobs=body.top_logprobs or 0,
     )
 

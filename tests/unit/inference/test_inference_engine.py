@@ -1,0 +1,125 @@
+"""The continuous-batching scheduler on a tiny random model: batched results equal unbatched ones."""
+
+import asyncio
+
+import pytest
+import torch
+
+from looprl.inference.engine import Engine
+from looprl.inference.sampling import SamplingParams
+from looprl.inference.weights import WeightsError, load_update
+
+
+@pytest.fixture
+async def engine(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    engine = Engine(model, tokenizer, max_batch_size=8)
+    engine.start()
+    yield engine
+    engine.stop()
+
+
+def prompts(tokenizer, count):
+    return [tokenizer(f"hello world {'two ' * i}plus", add_special_tokens=False)["input_ids"] for i in range(count)]
+
+
+@torch.no_grad()
+def teacher_forced(model, prompt, completion):
+    logits = model(torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1]
+    return torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(completion)[:, None]).squeeze(1)
+
+
+async def staggered(engine, items, delay=0.01):
+    """Submit requests a little apart, so later ones join a batch that is already decoding."""
+    tasks = []
+    for prompt, params, n in items:
+        tasks.append(asyncio.create_task(engine.generate(prompt, params, n)))
+        await asyncio.sleep(delay)
+    return await asyncio.gather(*tasks)
+
+
+async def test_batched_logprobs_match_teacher_forcing(engine):
+    ps = prompts(engine.tokenizer, 6)
+    items = [(p, SamplingParams(max_tokens=10 + 5 * i, seed=i), 1 + i % 2) for i, p in enumerate(ps)]
+    results = await staggered(engine, items)
+    for prompt, completions in zip(ps, results):
+        for c in completions:
+            expected = teacher_forced(engine.model, prompt, c.token_ids)
+            assert torch.allclose(torch.tensor(c.logprobs), expected, atol=1e-4)
+
+
+async def test_greedy_batched_equals_alone(engine):
+    ps = prompts(engine.tokenizer, 5)
+    greedy = SamplingParams(temperature=0, max_tokens=20)
+    alone = [(await engine.generate(p, greedy))[0].token_ids for p in ps]
+    together = await staggered(engine, [(p, greedy, 1) for p in ps], delay=0.002)
+    assert [r[0].token_ids for r in together] == alone
+
+
+async def test_seed_reproducible_and_n_choices_differ(engine):
+    p = prompts(engine.tokenizer, 1)[0]
+    params = SamplingParams(max_tokens=12, seed=5)
+    first, second = await engine.generate(p, params, 3), await engine.generate(p, params, 3)
+    assert [c.token_ids for c in first] == [c.token_ids for c in second]
+    assert len({tuple(c.token_ids) for c in first}) > 1
+
+
+async def test_length_stop_string_and_context_limit(engine):
+    p = prompts(engine.tokenizer, 1)[0]
+    [c] = await engine.generate(p, SamplingParams(temperature=0, max_tokens=7))
+    assert (len(c.token_ids), c.finish_reason) == (7, "length")
+    stop = c.text[3:5]
+    [s] = await engine.generate(p, SamplingParams(temperature=0, max_tokens=7, stop=(stop,)))
+    assert s.finish_reason == "stop" and s.text == c.text[: c.text.find(stop)]
+    long_prompt = (p * 1000)[: engine.max_context - 3]
+    [l] = await engine.generate(long_prompt, SamplingParams(max_tokens=50))
+    assert (len(l.token_ids), l.finish_reason) == (3, "length")
+
+
+async def test_cancelled_request_leaves_the_batch(engine):
+    p = prompts(engine.tokenizer, 1)[0]
+    task = asyncio.create_task(engine.generate(p, SamplingParams(max_tokens=200)))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    [c] = await engine.generate(p, SamplingParams(max_tokens=5))
+    assert len(c.token_ids) == 5
+    assert not engine._rows
+
+
+async def test_weight_update_waits_for_earlier_requests(engine, tmp_path):
+    from safetensors.torch import save_file
+
+    model = engine.model
+    p = prompts(engine.tokenizer, 1)[0]
+    scaled = {k: v * 1.5 for k, v in model.state_dict().items() if k.endswith("norm.weight")}
+    save_file(scaled, tmp_path / "model.safetensors")
+    before = teacher_forced(model, p, [5, 6, 7])
+
+    early = asyncio.create_task(engine.generate(p, SamplingParams(max_tokens=30, seed=1)))
+    await asyncio.sleep(0.01)
+    update = asyncio.create_task(engine.update_weights(load_update(tmp_path, model, version=7)))
+    late = asyncio.create_task(engine.generate(p, SamplingParams(max_tokens=5, seed=1)))
+    [e], _, [l] = await asyncio.gather(early, update, late)
+    assert (engine.weights_version, engine.weights_path) == (7, str(tmp_path))
+    after = teacher_forced(model, p, [5, 6, 7])
+    assert not torch.allclose(before, after)
+    assert torch.allclose(torch.tensor(l.logprobs), teacher_forced(model, p, l.token_ids), atol=1e-4)
+    # the early request finished before the swap: its logprobs are the old weights'
+    assert not torch.allclose(torch.tensor(e.logprobs), teacher_forced(model, p, e.token_ids), atol=1e-4)
+
+
+def test_load_update_rejects_bad_directories(model_and_tokenizer, tmp_path):
+    from safetensors.torch import save_file
+
+    model, _ = model_and_tokenizer
+    with pytest.raises(WeightsError, match="does not exist"):
+        load_update(tmp_path / "missing", model)
+    with pytest.raises(WeightsError, match="no \\*.safetensors"):
+        load_update(tmp_path, model)
+    save_file({"nope.weight": torch.zeros(2)}, tmp_path / "a.safetensors")
+    with pytest.raises(WeightsError, match="not in the model"):
+        load_update(tmp_path, model)
+    (tmp_path / "a.safetensors").unlink()
+    save_file({"model.norm.weight": torch.zeros(3)}, tmp_path / "b.safetensors")
+    with pytest.raises(WeightsError, match="shape mismatch"):
+        load_update(tmp_path, model)

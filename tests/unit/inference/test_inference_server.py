@@ -1,0 +1,118 @@
+"""The HTTP surface on a tiny random model: response fields, errors, weight updates, tool calls."""
+
+import pytest
+from fastapi.testclient import TestClient
+from safetensors.torch import save_file
+
+from looprl.inference.engine import Completion, Engine
+from looprl.inference.server import create_app
+
+NAME = "tiny"
+
+
+@pytest.fixture
+def client(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    with TestClient(create_app(Engine(model, tokenizer), NAME)) as client:
+        yield client
+
+
+def chat(client, **body):
+    body = {"model": NAME, "messages": [{"role": "user", "content": "hello world"}], "max_tokens": 6, **body}
+    return client.post("/v1/chat/completions", json=body)
+
+
+def test_health_and_models(client):
+    health = client.get("/health").json()
+    assert health["status"] == "ok" and health["model"] == NAME and health["weights"]["version"] == 0
+    models = client.get("/v1/models").json()
+    assert [m["id"] for m in models["data"]] == [NAME]
+
+
+def test_completion_with_token_ids_and_logprobs(client):
+    r = chat(client, return_token_ids=True, logprobs=True, top_logprobs=2, n=2, seed=1)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["object"] == "chat.completion" and body["model"] == NAME
+    prompt = body["prompt_token_ids"]
+    assert body["usage"]["prompt_tokens"] == len(prompt)
+    assert body["usage"]["completion_tokens"] == sum(len(c["token_ids"]) for c in body["choices"])
+    for choice in body["choices"]:
+        assert choice["finish_reason"] in ("stop", "length")
+        entries = choice["logprobs"]["content"]
+        assert len(entries) == len(choice["token_ids"])
+        assert all(len(e["top_logprobs"]) == 2 and e["logprob"] <= 0 for e in entries)
+        assert isinstance(choice["message"]["content"], str)
+
+
+def test_prompt_ids_are_the_rendered_template(client, model_and_tokenizer):
+    _, tokenizer = model_and_tokenizer
+    messages = [{"role": "system", "content": "be nice"}, {"role": "user", "content": "two plus two"}]
+    body = chat(client, messages=messages, return_token_ids=True).json()
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert body["prompt_token_ids"] == tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def test_token_fields_absent_unless_asked(client):
+    body = chat(client).json()
+    assert body["prompt_token_ids"] is None
+    assert body["choices"][0]["token_ids"] is None and body["choices"][0]["logprobs"] is None
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"model": "other"}, 404, "model_not_found"),
+        ({"messages": []}, 400, "invalid_request"),
+        ({"temperature": -1}, 400, "invalid_request"),
+        ({"n": 0}, 400, "invalid_request"),
+        ({"stream": True}, 400, "invalid_request"),
+        ({"stop": [""]}, 400, "invalid_request"),
+        ({"top_logprobs": 2}, 400, "invalid_request"),
+        ({"tool_choice": "required"}, 400, "invalid_request"),
+        ({"max_tokens": 100000}, 400, "context_length_exceeded"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400, "invalid_messages"),
+        ({"messages": [{"role": "robot", "content": "x"}]}, 400, "invalid_request"),
+    ],
+)
+def test_bad_requests_get_openai_error_bodies(client, body, status, code):
+    r = chat(client, **body)
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert error["code"] == code and error["message"] and error["type"] == "invalid_request_error"
+
+
+def test_invalid_json_is_a_400(client):
+    r = client.post("/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "error" in r.json()
+
+
+def test_update_weights_changes_logprobs_and_version(client, model_and_tokenizer, tmp_path):
+    model, _ = model_and_tokenizer
+    greedy = {"temperature": 0, "logprobs": True, "return_token_ids": True}
+    before = chat(client, **greedy).json()["choices"][0]
+    save_file({k: v * 2 for k, v in model.state_dict().items() if "norm" in k}, tmp_path / "model.safetensors")
+    r = client.post("/update_weights", json={"path": str(tmp_path)})
+    assert r.status_code == 200 and r.json() == {"version": 1, "path": str(tmp_path)}
+    assert client.get("/health").json()["weights"] == {"version": 1, "path": str(tmp_path)}
+    after = chat(client, **greedy).json()["choices"][0]
+    assert [e["logprob"] for e in before["logprobs"]["content"]] != [e["logprob"] for e in after["logprobs"]["content"]]
+    bad = client.post("/update_weights", json={"path": str(tmp_path / "missing")})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_weights"
+
+
+def test_tool_calls_are_parsed_only_when_tools_are_given(client, monkeypatch):
+    text = 'ok <tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>'
+
+    async def fake_generate(prompt_ids, params, n=1):
+        return [Completion(token_ids=[1], logprobs=[0.0], top_logprobs=[[]], text=text, finish_reason="stop")]
+
+    monkeypatch.setattr(Engine, "generate", lambda self, *a, **k: fake_generate(*a, **k))
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
+    choice = chat(client, tools=tools).json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] == "ok"
+    assert choice["message"]["tool_calls"][0]["function"] == {"name": "add", "arguments": '{"a": 1}'}
+    plain = chat(client).json()["choices"][0]
+    assert plain["finish_reason"] == "stop" and plain["message"]["content"] == text
+    none = chat(client, tools=tools, tool_choice="none").json()["choices"][0]
+    assert none["message"]["tool_calls"] == []

@@ -15,11 +15,13 @@ own process, wait until it answers `/health`, talk to it over HTTP, and stop it 
 API:
 
 - `EngineProcess(model=DEFAULT_MODEL, log_path=None, port=None, host="127.0.0.1",
-  startup_timeout=600.0, extra_args=())`: nothing starts until `start()` / `with` / `async with`.
+  startup_timeout=600.0, extra_args=(), served_model_name=None)`: nothing starts until `start()` /
+  `with` / `async with`. `model` is an alias, local directory or Hub id (see `looprl.models`).
   `port=None` picks a free port. `log_path=None` logs to a temporary file (deleted on stop).
   `extra_args` are appended to the `looprl inference` command line (e.g. `["--max-batch-size", "32"]`).
 - `.base_url`: `http://HOST:PORT/v1`, what an OpenAI client takes; `.url`: the server root
-  (`/health`, `/update_weights`); `.model_name`: the served model name (= `model`).
+  (`/health`, `/update_weights`); `.model_name`: the name to put in requests
+  (`served_model_name`, default `model`).
 - `start()` launches the child and blocks until `/health` answers; `await astart()` is the async
   form. If the child exits first, or `startup_timeout` passes, they raise `EngineStartError` (a
   `UserError`) with the exit status and the last lines of the log.
@@ -61,8 +63,10 @@ class EngineProcess:
         host: str = "127.0.0.1",
         startup_timeout: float = 600.0,
         extra_args: Sequence[str] = (),
+        served_model_name: str | None = None,
     ) -> None:
-        self.model_name, self.host, self.port = model, host, port or _free_port(host)
+        self.model, self.model_name = model, served_model_name or model
+        self.host, self.port = host, port or _free_port(host)
         self.startup_timeout, self.extra_args = startup_timeout, list(extra_args)
         self.log_path, self._owns_log = (log_path, False) if log_path else (_temp_log(), True)
         self._process: subprocess.Popen[bytes] | None = None
@@ -128,7 +132,7 @@ class EngineProcess:
         await asyncio.to_thread(self.stop)
 
     def _launch(self) -> None:
-        command = [sys.executable, "-m", "looprl.cli", "inference", "--model", self.model_name]
+        command = [sys.executable, "-m", "looprl.cli", "inference", "--model", self.model, "--served-model-name", self.model_name]
         command += ["--host", self.host, "--port", str(self.port), *self.extra_args]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
@@ -149,7 +153,7 @@ class EngineProcess:
         what = f"exited with status {status}" if status is not None else f"was not healthy after {self.startup_timeout:.0f} s"
         tail, where = _tail(self.log_path), "its log" if self._owns_log else str(self.log_path)
         self.stop()
-        raise EngineStartError(f"the inference engine ({self.model_name}) {what}; last lines of {where}:\n{tail}")
+        raise EngineStartError(f"the inference engine ({self.model}) {what}; last lines of {where}:\n{tail}")
 
 
 def _free_port(host: str) -> int:

@@ -31,12 +31,14 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
     from loguru import logger
 
+    from looprl.models import load_model_and_tokenizer, resolve_model
+
+    path = resolve_model(args.model)  # a bad name fails here, before the heavy imports below
     from looprl.inference.engine import Engine
     from looprl.inference.server import create_app
-    from looprl.models import load_model_and_tokenizer
 
-    logger.info("loading {}", args.model)
-    model, tokenizer = load_model_and_tokenizer(args.model, dtype=args.dtype)
+    logger.info("loading {} from {}", args.model, path)
+    model, tokenizer = load_model_and_tokenizer(str(path), dtype=args.dtype)
     engine = Engine(model, tokenizer, max_batch_size=args.max_batch_size, logprobs_mode=args.logprobs_mode)
     app = create_app(engine, args.served_model_name or args.model)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)

@@ -1,0 +1,118 @@
+"""The embedded engine on the bundled SmolLM2-135M-Instruct: token ids, logprobs, weight updates, tools.
+
+The engine serves in process (FastAPI's TestClient); a second, separately loaded copy of the same
+weights is the teacher-forced reference. Logprobs are compared under the engine's default
+definition, `raw_logprobs`: log_softmax of the raw logits (temperature 1), whatever temperature the
+request sampled with.
+"""
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+from safetensors.torch import save_file
+
+from looprl.inference.engine import Engine
+from looprl.inference.server import create_app
+from looprl.models import DEFAULT_MODEL, load_model_and_tokenizer
+
+pytestmark = pytest.mark.slow
+TOLERANCE = 2e-3
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return load_model_and_tokenizer(DEFAULT_MODEL)
+
+
+@pytest.fixture(scope="module")
+def client():
+    model, tokenizer = load_model_and_tokenizer(DEFAULT_MODEL)
+    with TestClient(create_app(Engine(model, tokenizer), DEFAULT_MODEL)) as client:
+        yield client
+
+
+def chat(client, messages, **body):
+    r = client.post("/v1/chat/completions", json={"model": DEFAULT_MODEL, "messages": messages, **body})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@torch.no_grad()
+def teacher_forced(model, prompt, completion):
+    logits = model(torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1]
+    return torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(completion)[:, None]).squeeze(1)
+
+
+def test_prompt_token_ids_are_the_rendered_template(client, reference):
+    _, tokenizer = reference
+    messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name a colour."}]
+    body = chat(client, messages, max_tokens=4, return_token_ids=True)
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert body["prompt_token_ids"] == tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert body["usage"]["prompt_tokens"] == len(body["prompt_token_ids"])
+
+
+def test_concurrent_logprobs_match_teacher_forcing(client, reference):
+    model, _ = reference
+    questions = ["What is 2+2?", "Name three fruits.", "Write a haiku about rain, please, in English."]
+
+    def ask(i):
+        return chat(client, [{"role": "user", "content": questions[i]}], max_tokens=12 + 4 * i, temperature=0.8,
+                    seed=i, n=2, logprobs=True, return_token_ids=True)
+
+    with ThreadPoolExecutor(3) as pool:
+        bodies = list(pool.map(ask, range(3)))
+    for body in bodies:
+        for choice in body["choices"]:
+            served = torch.tensor([e["logprob"] for e in choice["logprobs"]["content"]])
+            expected = teacher_forced(model, body["prompt_token_ids"], choice["token_ids"])
+            assert torch.allclose(served, expected, atol=TOLERANCE), (served - expected).abs().max()
+
+
+def test_update_weights_changes_logprobs(client, reference, tmp_path):
+    model, _ = reference
+    messages = [{"role": "user", "content": "Say hello."}]
+    greedy = {"max_tokens": 8, "temperature": 0, "logprobs": True, "return_token_ids": True}
+    before = chat(client, messages, **greedy)
+    state = model.state_dict()
+    original = {"model.norm.weight": state["model.norm.weight"].clone()}
+    modified = {"model.norm.weight": state["model.norm.weight"] * 1.3}
+    save_file(modified, tmp_path / "model.safetensors")
+    save_file(original, (tmp_path / "original").mkdir() or tmp_path / "original" / "model.safetensors")
+    r = client.post("/update_weights", json={"path": str(tmp_path), "version": 5})
+    assert r.json() == {"version": 5, "path": str(tmp_path)}
+    assert client.get("/health").json()["weights"]["version"] == 5
+    after = chat(client, messages, **greedy)
+    lp = lambda body: [e["logprob"] for e in body["choices"][0]["logprobs"]["content"]]  # noqa: E731
+    assert lp(before) != lp(after)
+    with torch.no_grad():
+        state["model.norm.weight"].copy_(modified["model.norm.weight"])  # the reference follows the update
+    expected = teacher_forced(model, after["prompt_token_ids"], after["choices"][0]["token_ids"])
+    assert torch.allclose(torch.tensor(lp(after)), expected, atol=TOLERANCE)
+    assert client.post("/update_weights", json={"path": str(tmp_path / "original")}).json()["version"] == 6
+    with torch.no_grad():
+        state["model.norm.weight"].copy_(original["model.norm.weight"])
+    assert lp(chat(client, messages, **greedy)) == lp(before)
+
+
+def test_tool_call_round_trip(client):
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Get the current weather in a city.",
+              "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+    def call(city, i):
+        function = {"name": "get_weather", "arguments": json.dumps({"city": city})}
+        return {"role": "assistant", "content": None, "tool_calls": [{"id": f"call_{i}", "type": "function", "function": function}]}
+
+    messages = [{"role": "user", "content": "Weather in London?"}, call("London", 1),
+                {"role": "user", "content": "Weather in Rome?"}, call("Rome", 2),
+                {"role": "user", "content": "Weather in Paris?"}]
+    choice = chat(client, messages, tools=tools, temperature=0, max_tokens=40)["choices"][0]
+    assert choice["finish_reason"] == "tool_calls", choice
+    [tool_call] = choice["message"]["tool_calls"]
+    assert tool_call["function"]["name"] == "get_weather" and json.loads(tool_call["function"]["arguments"]) == {"city": "Paris"}
+    messages += [choice["message"], {"role": "tool", "tool_call_id": tool_call["id"], "content": "sunny, 25 C"}]
+    answer = chat(client, messages, tools=tools, temperature=0, max_tokens=20)["choices"][0]
+    assert answer["finish_reason"] in ("stop", "length") and answer["message"]["content"]

@@ -110,6 +110,11 @@ def live_buffers(rollout_ids: Sequence[str]) -> dict[str, LogBuffer]:
         return {r: _live[r] for r in rollout_ids if r in _live}
 
 
+def current_rollout_ids() -> tuple[str, ...]:
+    """The rollouts that a record emitted here would be attributed to (empty outside rollouts)."""
+    return tuple(buffer.rollout_id for buffer in _targets.get())
+
+
 @contextmanager
 def rollout_context(rollout_id: str) -> Iterator[None]:
     """Attribute records inside the block to this one rollout only (e.g. in `compute_group_rewards`)."""

@@ -28,9 +28,37 @@ def env_log_dir(run_dir: Path, split: str, env_name: str) -> Path:
     return logs_dir(run_dir) / "envs" / split / env_name
 
 
+def env_server_log_path(run_dir: Path, split: str, env_name: str) -> Path:
+    return env_log_dir(run_dir, split, env_name) / "env_server.log"
+
+
+def env_worker_log_path(run_dir: Path, split: str, env_name: str, worker_id: int) -> Path:
+    return env_log_dir(run_dir, split, env_name) / f"env_worker_{worker_id}.log"
+
+
 def checkpoint_dir(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / "checkpoints" / f"step_{step}"
 
 
 def broadcast_dir(run_dir: Path, step: int) -> Path:
     return Path(run_dir) / "broadcasts" / f"step_{step}"
+
+
+def step_dir(run_dir: Path, step: int) -> Path:
+    """`steps/step_N/`: the hand-off between orchestrator and trainer for step N."""
+    return Path(run_dir) / "steps" / f"step_{step}"
+
+
+def batch_path(run_dir: Path, step: int) -> Path:
+    """`steps/step_N/batch.json`: step N's micro-batches, written by the orchestrator."""
+    return step_dir(run_dir, step) / "batch.json"
+
+
+def trainer_report_path(run_dir: Path, step: int) -> Path:
+    """`steps/step_N/trainer.json`: the trainer's metrics of step N."""
+    return step_dir(run_dir, step) / "trainer.json"
+
+
+def progress_path(run_dir: Path, step: int) -> Path:
+    """`checkpoints/step_N/progress.json`: the orchestrator's progress saved with checkpoint N."""
+    return checkpoint_dir(run_dir, step) / "progress.json"

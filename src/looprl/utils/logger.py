@@ -43,8 +43,7 @@ rollout id(s) a record belongs to, comma-separated, or null; `exception`: the fo
 null; `extra`: any other values bound with `logger.bind(...)`."""
 
 TEXT_FORMAT = ("<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <8}</level> | "
-               "<cyan>{extra[logger]}</cyan>:<cyan>{line}</cyan> | {extra[rollout_tag]}<level>{message}</level>\n"
-               "{exception}")
+               "<cyan>{extra[logger]}</cyan>:<cyan>{line}</cyan> | {extra[rollout_tag]}<level>{message}</level>")
 
 QUIET_LOGGERS = ("httpx", "httpcore")
 """Stdlib loggers that log every HTTP request at INFO; kept at WARNING unless the level is DEBUG."""

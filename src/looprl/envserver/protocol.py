@@ -1,0 +1,111 @@
+"""Messages between an env server and its worker processes, one JSON object per line.
+
+The server (`looprl.envserver.server.EnvServer`, in the orchestrator process) writes to a worker's
+stdin; the worker (`looprl.envserver.worker`) answers on a private copy of its stdout (its real
+stdout and stderr go to `env_worker_{id}.log`). Every message has a `kind`; replies name the
+request they answer by `id`. Closing the worker's stdin asks it to close the env and exit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+from looprl.envs.logging import LogLimits
+from looprl.envs.types import DatasetSplit, Example, GroupRequest, RolloutResult
+
+MAX_LINE_BYTES = 1 << 30
+"""Largest message (a group's transcripts and log records travel as one line)."""
+
+
+class WorkerConfig(BaseModel):
+    """What a worker needs to start; produced by the server, consumed by the worker (argv[1])."""
+
+    worker_id: int
+    env: str
+    """The env spec, `path/to/file.py:Class` or `package.module:Class`."""
+    env_args: dict[str, Any] = Field(default_factory=dict)
+    env_level: str = "INFO"
+    """Verbosity of env code: the level of records captured per rollout and written to the worker log."""
+    log_limits: LogLimits = Field(default_factory=LogLimits)
+    json_logging: bool = False
+
+
+class WorkerReady(BaseModel):
+    """Worker -> server: the env is constructed; the worker takes requests."""
+
+    kind: Literal["ready"] = "ready"
+    pid: int
+
+
+class WorkerFailed(BaseModel):
+    """Worker -> server: the env could not be loaded or constructed; the worker exits."""
+
+    kind: Literal["failed"] = "failed"
+    error: str
+
+
+class CreateDataset(BaseModel):
+    """Server -> worker: build a split's dataset. Answered by `DatasetReady` or `RequestFailed`."""
+
+    kind: Literal["create_dataset"] = "create_dataset"
+    id: str
+    split: DatasetSplit
+    base_dir: Path
+    max_examples: int | None = None
+
+
+class DatasetReady(BaseModel):
+    """Worker -> server: the examples of a `CreateDataset`."""
+
+    kind: Literal["dataset"] = "dataset"
+    id: str
+    examples: list[Example]
+
+
+class RequestFailed(BaseModel):
+    """Worker -> server: a `CreateDataset` raised; `error` is the exception, `user_error` whether it is
+    a `UserError` (a message for the user, not a bug)."""
+
+    kind: Literal["request_failed"] = "request_failed"
+    id: str
+    error: str
+    user_error: bool = False
+
+
+class RunGroup(BaseModel):
+    """Server -> worker: run one group. Answered by `GroupDone` with the same `id` (the group id)."""
+
+    kind: Literal["run_group"] = "run_group"
+    id: str
+    request: GroupRequest
+
+
+class GroupDone(BaseModel):
+    """Worker -> server: one result per rollout of a `RunGroup`, each with its captured log records."""
+
+    kind: Literal["group_done"] = "group_done"
+    id: str
+    results: list[RolloutResult]
+
+
+ToWorker = Annotated[CreateDataset | RunGroup, Field(discriminator="kind")]
+FromWorker = Annotated[WorkerReady | WorkerFailed | DatasetReady | RequestFailed | GroupDone,
+                       Field(discriminator="kind")]
+_to_worker: TypeAdapter[ToWorker] = TypeAdapter(ToWorker)
+_from_worker: TypeAdapter[FromWorker] = TypeAdapter(FromWorker)
+
+
+def encode(message: BaseModel) -> bytes:
+    return message.model_dump_json().encode() + b"\n"
+
+
+def decode_to_worker(line: bytes) -> CreateDataset | RunGroup:
+    return _to_worker.validate_json(line)
+
+
+def decode_from_worker(line: bytes) -> WorkerReady | WorkerFailed | DatasetReady | RequestFailed | GroupDone:
+    return _from_worker.validate_json(line)
+

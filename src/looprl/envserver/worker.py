@@ -1,0 +1,149 @@
+"""An env worker process: loads one environment and runs the groups its env server sends it.
+
+    python -m looprl.envserver.worker '<WorkerConfig JSON>'
+
+(`EnvServer` runs `main` through `python -c`, so log lines name this module, not `__main__`.)
+
+`EnvServer` starts it with pipes on stdin/stdout and stderr on `env_worker_{id}.log`. The worker
+keeps private copies of the two pipes for the protocol (`looprl.envserver.protocol`) and points
+its own stdin at /dev/null and its stdout at the log, so env code that prints (or a crash dump from
+C code) ends up in the worker log, never in the protocol. Every log line emitted while a rollout
+runs names the rollout: `rollout=ID` (several ids, comma-separated, for group-level records).
+Groups run concurrently on the worker's event loop; each one through `run_group_captured`, which
+never raises for env faults. When stdin closes the worker closes the env and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import traceback
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel
+
+from looprl.envs.environment import Environment
+from looprl.envs.loading import instantiate, load_env_class
+from looprl.envs.logging import current_rollout_ids, install_capture
+from looprl.envs.model_client import aclose_pool
+from looprl.envs.runtime import run_group_captured
+from looprl.envserver.protocol import (MAX_LINE_BYTES, CreateDataset, DatasetReady, GroupDone, RequestFailed,
+                                       RunGroup, WorkerConfig, WorkerFailed, WorkerReady, decode_to_worker, encode)
+from looprl.errors import UserError
+from looprl.utils.logger import get_logger, setup_logger
+
+
+def _tag_rollout(record: dict[str, Any]) -> None:
+    if not record["extra"].get("rollout"):
+        ids = current_rollout_ids()
+        if ids:
+            record["extra"]["rollout"] = ",".join(ids)
+
+
+def _take_protocol_pipes() -> tuple[int, int]:
+    """Keep the protocol pipes on private fds; fd 0 becomes /dev/null, fd 1 the log (like fd 2)."""
+    in_fd, out_fd = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    return in_fd, out_fd
+
+
+class Worker:
+    def __init__(self, cfg: WorkerConfig, env: Environment, writer: asyncio.StreamWriter) -> None:
+        self.cfg, self.env, self.writer = cfg, env, writer
+        self.log = get_logger()
+
+    async def send(self, message: BaseModel) -> None:
+        self.writer.write(encode(message))
+        await self.writer.drain()
+
+    async def handle(self, message: CreateDataset | RunGroup) -> None:
+        if isinstance(message, RunGroup):
+            await self.run_group(message)
+        else:
+            await self.create_dataset(message)
+
+    async def run_group(self, message: RunGroup) -> None:
+        request = message.request
+        log = self.log.bind(rollout=",".join(request.rollout_ids))
+        log.info("group {} started: {} rollouts of example {}", request.group_id, len(request.rollout_ids),
+                 request.example.id)
+        results = await run_group_captured(self.env, request, self.cfg.log_limits)
+        for r in results:
+            if not r.scored:
+                self.log.bind(rollout=r.rollout_id).warning("rollout ended {}: {}", r.termination_reason,
+                                                            (r.error or "").partition("\n")[0])
+        reasons = Counter(r.termination_reason for r in results)
+        log.info("group {} done: {}", request.group_id, dict(reasons))
+        await self.send(GroupDone(id=message.id, results=results))
+
+    async def create_dataset(self, message: CreateDataset) -> None:
+        try:
+            dataset = await self.env.create_dataset(message.split, message.base_dir, max_examples=message.max_examples)
+            reply: BaseModel = DatasetReady(id=message.id, examples=list(dataset))
+        except Exception as e:
+            self.log.opt(exception=e).error("create_dataset({!r}) raised", message.split)
+            reply = RequestFailed(id=message.id, error=f"{type(e).__name__}: {e}", user_error=isinstance(e, UserError))
+        await self.send(reply)
+
+
+async def _pipes(in_fd: int, out_fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(in_fd, "rb", buffering=0))
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
+                                                        os.fdopen(out_fd, "wb", buffering=0))
+    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+async def serve(cfg: WorkerConfig, in_fd: int, out_fd: int) -> int:
+    reader, writer = await _pipes(in_fd, out_fd)
+    log = get_logger()
+    try:
+        env = instantiate(load_env_class(cfg.env), cfg.env_args)
+    except Exception as e:
+        error = str(e) if isinstance(e, UserError) else "".join(traceback.format_exception(e))
+        log.error("cannot load {}: {}", cfg.env, error)
+        writer.write(encode(WorkerFailed(error=error)))
+        await writer.drain()
+        return 1
+    worker = Worker(cfg, env, writer)
+    await worker.send(WorkerReady(pid=os.getpid()))
+    log.info("env worker {} ready: {} (pid {})", cfg.worker_id, cfg.env, os.getpid())
+    tasks: set[asyncio.Task[None]] = set()
+    while line := await reader.readline():
+        try:
+            message = decode_to_worker(line)
+        except ValueError as e:
+            log.error("ignoring a malformed message: {}", e)
+            continue
+        task = asyncio.create_task(worker.handle(message))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    log.info("env worker {} shutting down ({} groups in flight)", cfg.worker_id, len(tasks))
+    for task in list(tasks):
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    try:
+        await env.aclose()
+    finally:
+        await aclose_pool()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    cfg = WorkerConfig.model_validate_json(argv[1])
+    in_fd, out_fd = _take_protocol_pipes()
+    setup_logger(cfg.env_level, cfg.json_logging, sink=sys.stderr, process=f"env_worker_{cfg.worker_id}",
+                 patcher=_tag_rollout)
+    install_capture(cfg.env_level)
+    return asyncio.run(serve(cfg, in_fd, out_fd))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -54,6 +54,8 @@ def test_eval_writes_a_run_and_prints_a_summary(tmp_path):
     one = looprl("logs", str(out), "--rollout", rows[0]["rollout_id"], "--json").stdout.splitlines()
     assert len(one) == 1 and json.loads(one[0])["rollout_id"] == rows[0]["rollout_id"]
     assert rows[0]["rollout_id"] in looprl("rollouts", str(out)).stdout
+    worker_log = (out / "logs/envs/train/ArithmeticEnv/env_worker_0.log").read_text()
+    assert all(f"rollout={r['rollout_id']}" in worker_log for r in rows)
     again = looprl("eval", "examples/arithmetic/env.py:ArithmeticEnv", "--base-url", server.base_url,
                    "-n", "1", "-r", "1", "--output", str(out), check=False)
     assert again.returncode == 2 and "--overwrite" in again.stderr

@@ -21,6 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-r", "--rollouts-per-example", type=int, default=3, help="sibling rollouts per example (one group)")
     p.add_argument("--split", choices=["train", "eval"], default="eval")
     p.add_argument("--concurrency", type=int, default=32, help="most rollouts in flight at once")
+    p.add_argument("--env-workers", type=int, default=1, help="env worker processes running the env's code")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-p", type=float)
     p.add_argument("--max-tokens", type=int, default=512, help="most tokens per model call")
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = EvalConfig(
             env=args.env, env_args=env_args, base_dir=args.base_dir, split=args.split,
             num_examples=args.num_examples, rollouts_per_example=args.rollouts_per_example,
-            concurrency=args.concurrency, model=model, base_url=base_url,
+            concurrency=args.concurrency, env_workers=args.env_workers, model=model, base_url=base_url,
             api_key=args.api_key or os.environ.get("OPENAI_API_KEY"),
             sampling=SamplingParams(temperature=args.temperature, top_p=args.top_p,
                                     max_tokens=args.max_tokens, seed=args.seed),

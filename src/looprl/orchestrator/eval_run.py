@@ -1,6 +1,7 @@
 """`looprl eval`'s engine: rollouts of an environment against a model, recorded to a run directory.
 
-Loads the env in its own thread (`ThreadEnvHost`), serves the gateway on this event loop, runs `r`
+Runs the env in `env_workers` worker processes (`EnvServerHost`, logs under
+`logs/envs/{split}/{env_name}/`), serves the gateway on this event loop, runs `r`
 sibling rollouts for each of the first `n` examples with at most `concurrency` rollouts in flight,
 writes every finished group to the run store, and returns the run summary. Nothing is lost on
 failure: groups already finished are in the store, and the run is marked `failed` or `interrupted`.
@@ -15,10 +16,10 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
-from looprl.envs.loading import default_base_dir, env_name, instantiate, load_env_class
+from looprl.envs.loading import default_base_dir, env_name, load_env_class
 from looprl.envs.logging import LogLimits
 from looprl.envs.types import DatasetSplit, RolloutResult
-from looprl.envserver.thread_host import ThreadEnvHost
+from looprl.envserver.host import EnvServerHost
 from looprl.errors import UserError
 from looprl.gateway.app import Gateway
 from looprl.gateway.sampling import SamplingParams
@@ -40,6 +41,7 @@ class EvalConfig(BaseModel):
     num_examples: int = Field(5, ge=1)
     rollouts_per_example: int = Field(3, ge=1)
     concurrency: int = Field(32, ge=1)
+    env_workers: int = Field(1, ge=1)
     model: str
     base_url: str
     api_key: str | None = None
@@ -80,10 +82,11 @@ def prepare_output(cfg: EvalConfig) -> None:
 
 async def run_eval(cfg: EvalConfig, on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Run the evaluation; `on_progress(done, total)` is called as rollouts finish."""
-    cls = load_env_class(cfg.env)
+    load_env_class(cfg.env)  # a bad spec fails here, with its own message, before any worker starts
     base_dir = cfg.base_dir or default_base_dir(cfg.env)
     prepare_output(cfg)
-    host = ThreadEnvHost(lambda: instantiate(cls, cfg.env_args), log_level=cfg.log_level, log_limits=cfg.log_limits)
+    host = EnvServerHost(cfg.env, cfg.output, env_args=cfg.env_args, splits=[cfg.split], workers=cfg.env_workers,
+                         env_level=cfg.log_level, log_limits=cfg.log_limits)
     await host.start()
     writer = RunStoreWriter(cfg.output)
     run_id = cfg.output.resolve().name

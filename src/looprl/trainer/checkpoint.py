@@ -2,12 +2,14 @@
 
 A checkpoint holds the HF-format weights and tokenizer (`save_pretrained`, so the directory also
 loads as a model), and `trainer_state.pt`: optimizer, scheduler, the RNG states (python, torch) and
-whatever progress the caller passes (e.g. the orchestrator's position in the dataset). It is written
+whatever progress the caller passes (e.g. the orchestrator's position in the dataset), which is also
+written as `progress.json` so processes without torch can read it (`store.paths.progress_path`). It is written
 to a temporary sibling and renamed into place, so `latest_step` never sees a half-written one.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -17,7 +19,7 @@ from typing import Any
 
 import torch
 
-from looprl.store.paths import checkpoint_dir
+from looprl.store.paths import checkpoint_dir, progress_path
 
 STATE_FILE = "trainer_state.pt"
 
@@ -37,6 +39,7 @@ def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: Any, optimi
             "rng": {"python": random.getstate(), "torch": torch.get_rng_state()},
             "progress": progress or {},
         }, tmp / STATE_FILE)
+        (tmp / progress_path(run_dir, step).name).write_text(json.dumps(progress or {}))
         shutil.rmtree(target, ignore_errors=True)
         os.rename(tmp, target)
     finally:

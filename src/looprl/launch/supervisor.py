@@ -1,0 +1,77 @@
+"""Child processes of `looprl rl`: started with their output in `logs/<name>.log`, watched together.
+
+`watch` returns when every child has exited cleanly, or as soon as one fails; in that case it stops
+the others (SIGTERM, then SIGKILL) and reports which one failed, so the launcher can print the tail
+of its log. `stop_all` is also what Ctrl-C runs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+POLL_S = 0.5
+
+
+@dataclass
+class Child:
+    name: str
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = field(default=None, repr=False)
+
+    def start(self, argv: Sequence[str]) -> Child:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(list(argv), stdout=self._log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, env=env)
+        return self
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def python_module(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", module, *args]
+
+
+def watch(children: Sequence[Child], until_done: Sequence[Child]) -> Child | None:
+    """Wait until every child in `until_done` exits with status 0 (returns None), or any child fails
+    or exits early (returns it). The caller stops the others."""
+    while True:
+        for child in children:
+            assert child.process is not None
+            status = child.process.poll()
+            if status is not None and (status != 0 or child not in until_done):
+                return child
+        if all(c.process is not None and c.process.poll() == 0 for c in until_done):
+            return None
+        time.sleep(POLL_S)
+
+
+def stop_all(children: Sequence[Child]) -> None:
+    for child in reversed(children):
+        child.stop()
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

@@ -1,0 +1,39 @@
+"""`python -m looprl.orchestrator RUN_DIR --engine-url URL [--resume-step K]`: the orchestrator process.
+
+`looprl rl` starts it after the inference engine is healthy; it reads the run's resolved
+`config.toml` and is the only writer of the run store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m looprl.orchestrator", description=__doc__)
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--engine-url", required=True, help="the inference engine's root URL (http://HOST:PORT)")
+    parser.add_argument("--model-name", help="the name the engine serves (default: model.name)")
+    parser.add_argument("--resume-step", type=int, default=0, help="continue after this checkpoint step")
+    args = parser.parse_args()
+    from looprl.launch.config import read_run_config
+    from looprl.utils.logger import setup_logger
+
+    cfg = read_run_config(args.run_dir)
+    log = setup_logger(cfg.log.level, cfg.log.json_logging, process="orchestrator")
+    try:
+        from looprl.orchestrator.loop import Orchestrator
+
+        orchestrator = Orchestrator(cfg, args.run_dir, args.engine_url, args.model_name or cfg.model.name)
+        asyncio.run(orchestrator.run(args.resume_step))
+    except Exception:
+        log.exception("orchestrator failed")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

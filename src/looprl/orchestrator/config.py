@@ -1,0 +1,76 @@
+"""The orchestrator's configuration (the `[orchestrator]` and `[env]` tables of an rl config).
+
+Pydantic only, no torch: the launcher validates the whole config before any process starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from looprl.gateway.sampling import SamplingParams
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EnvConfig(_Strict):
+    source: str
+    """The environment class: `path/to/file.py:ClassName` or `package.module:ClassName`."""
+    base_dir: Path | None = None
+    """Dataset folder passed to `create_dataset` (default: `data/` beside the env file)."""
+    args: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the env constructor."""
+    train_split: str = "train"
+    """Split the training examples come from."""
+    eval_split: str = "eval"
+    """Split the periodic evaluation runs on."""
+    max_train_examples: int | None = Field(None, ge=1)
+    """Load at most this many training examples (None: all)."""
+
+
+class EvalSettings(_Strict):
+    interval: int = Field(0, ge=0)
+    """Run the eval split every N steps, and always after the last step (0: only after the last step)."""
+    num_examples: int = Field(20, ge=0)
+    """Eval examples per evaluation (the first N of the split; 0 disables evaluation)."""
+    rollouts_per_example: int = Field(1, ge=1)
+    """Sibling rollouts per eval example."""
+
+
+class OrchestratorConfig(_Strict):
+    batch_size: int = Field(32, ge=1)
+    """Rollouts per training step; a multiple of `group_size`."""
+    group_size: int = Field(8, ge=1)
+    """Sibling rollouts per example (the GRPO group the advantage baseline is taken over)."""
+    sampling: SamplingParams = Field(default_factory=SamplingParams)
+    """Sampling applied to every model call (temperature, top_p, max_tokens, seed, stop)."""
+    reward_weights: dict[str, float] = Field(default_factory=dict)
+    """Weight of each reward component in the total (components not listed weigh 1)."""
+    include_failed: bool = False
+    """Train on failed rollouts as reward 0 (default: keep them in the store, out of the loss)."""
+    normalize_std: bool = False
+    """Divide group advantages by the group's reward std (GRPO); off by default (Dr. GRPO)."""
+    max_off_policy_steps: int = Field(1, ge=0)
+    """Largest lag between a rollout's policy and the one being trained; older groups are dropped."""
+    token_budget: int = Field(4096, ge=1)
+    """Tokens per packed micro-batch (one forward/backward pass of the trainer)."""
+    context_budget: int | None = Field(None, ge=1)
+    """Most tokens in one rollout's context (prompt + completions); None: the model's limit."""
+    timeout_s: float | None = Field(None, gt=0)
+    """Seconds a rollout may take before it ends as `timeout`."""
+    eval: EvalSettings = Field(default_factory=EvalSettings)
+    """Periodic evaluation on the eval split."""
+
+    @model_validator(mode="after")
+    def _whole_groups(self) -> OrchestratorConfig:
+        if self.batch_size % self.group_size:
+            raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of group_size ({self.group_size})")
+        return self
+
+    @property
+    def groups_per_step(self) -> int:
+        return self.batch_size // self.group_size

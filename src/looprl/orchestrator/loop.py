@@ -1,0 +1,180 @@
+"""The orchestrator process: the RL loop's data side, read top to bottom.
+
+For each step N (from 1):
+
+1. Bound the lag: wait until the engine runs weights version >= N - 1 - max_off_policy_steps. With
+   the default of 1, generating step N overlaps the trainer's step N-1.
+2. Every `eval.interval` steps (and after the last one), evaluate on the eval split.
+3. Rollouts: `batch_size / group_size` groups of sibling rollouts through the gateway, which records
+   every model call with its token ids and logprobs.
+4. Rewards -> advantages: components weighted into a total (zero-filled across the batch), reward
+   minus the group's mean; failed rollouts stay out of the loss unless `include_failed`; groups
+   with no non-zero advantage are skipped and counted.
+5. Samples from the recorded calls, packed by token budget into `steps/step_N/batch.json`.
+6. Store: the rollouts at once; the step's metrics when the trainer's report for step N arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from looprl.envs.loading import default_base_dir, env_name, instantiate, load_env_class
+from looprl.envs.types import DatasetSplit, Example, RolloutResult
+from looprl.envserver.thread_host import ThreadEnvHost
+from looprl.gateway.app import Gateway
+from looprl.launch.config import RLConfig
+from looprl.launch.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
+from looprl.orchestrator.advantages import batch_advantages, rollout_reward
+from looprl.orchestrator.groups import run_group
+from looprl.orchestrator.packing import pack
+from looprl.orchestrator.samples import build_samples
+from looprl.orchestrator.sampler import ExampleSampler
+from looprl.orchestrator.step_metrics import rollout_metrics, summary_line
+from looprl.orchestrator.weights import WeightSync
+from looprl.store.paths import batch_path, checkpoint_dir, progress_path, trainer_report_path
+from looprl.store.records import ModelCall, RolloutRecord, RunInfo
+from looprl.store.writer import RunStoreWriter
+from looprl.utils.logger import get_logger
+
+Group = list[tuple[RolloutResult, list[ModelCall]]]
+
+
+class Orchestrator:
+    def __init__(self, cfg: RLConfig, run_dir: Path, engine_url: str, model_name: str) -> None:
+        self.cfg, self.run_dir, self.model_name = cfg, Path(run_dir), model_name
+        self.env_name = env_name(cfg.env.source)
+        self.run_id = self.run_dir.resolve().name
+        self.weights = WeightSync(engine_url, self.run_dir)
+        sampling = cfg.orchestrator.sampling
+        if sampling.seed is None:
+            sampling = sampling.model_copy(update={"seed": cfg.seed})
+        self.gateway = Gateway(f"{engine_url}/v1", model_name, sampling, cfg.orchestrator.context_budget)
+        env_cls = load_env_class(cfg.env.source)
+        self.host = ThreadEnvHost(lambda: instantiate(env_cls, cfg.env.args), log_level=cfg.log.level)
+        self.writer = RunStoreWriter(self.run_dir)
+        self.url_template = ""
+        self.pending: dict[int, dict[str, Any]] = {}
+
+    async def run(self, resume_step: int) -> None:
+        cfg, log = self.cfg, get_logger()
+        await self.host.start()
+        self.writer.start_run(RunInfo(run_id=self.run_id, kind="rl", env=cfg.env.source, env_name=self.env_name,
+                                      model=cfg.model.name, config=cfg.model_dump(mode="json"), created_at=time.time()))
+        status = "failed"
+        try:
+            sampler = await self._sampler(resume_step)
+            async with self.gateway.serve() as self.url_template:
+                for step in range(resume_step + 1, cfg.max_steps + 1):
+                    await self.step(step, sampler)
+                    self.flush_reports()
+                await self.finish()
+            status = "completed"
+        finally:
+            self.writer.finish_run(self.run_id, status, {"steps": cfg.max_steps})
+            self.writer.close()
+            await self.host.aclose()
+            log.info("orchestrator {}", status)
+
+    async def _sampler(self, resume_step: int) -> ExampleSampler:
+        cfg = self.cfg
+        base_dir = cfg.env.base_dir or default_base_dir(cfg.env.source)
+        dataset = await self.host.create_dataset(cfg.env.train_split, base_dir, cfg.env.max_train_examples)  # type: ignore[arg-type]
+        state = None
+        if resume_step:
+            self.writer.delete_steps_after(self.run_id, resume_step)
+            state = json.loads(progress_path(self.run_dir, resume_step).read_text()).get("sampler")
+            await self.weights.load(checkpoint_dir(self.run_dir, resume_step), resume_step)
+            get_logger().info("resumed after step {}: engine on checkpoint weights, sampler at {}", resume_step, state)
+        return ExampleSampler(list(dataset), cfg.seed, state)
+
+    async def step(self, step: int, sampler: ExampleSampler) -> None:
+        cfg, ocfg = self.cfg, self.cfg.orchestrator
+        started = time.perf_counter()
+        await self.weights.wait_for(max(0, step - 1 - ocfg.max_off_policy_steps))
+        metrics: dict[str, Any] = {"wait_time_s": time.perf_counter() - started,
+                                   "off_policy_lag": float(step - 1 - self.weights.version)}
+        if ocfg.eval.interval and step % ocfg.eval.interval == 0 and step != cfg.max_steps:
+            metrics.update(await self.evaluate(step))
+
+        # 1. rollouts: whole groups of siblings, every model call recorded by the gateway
+        gen_start = time.perf_counter()
+        examples = [sampler.next() for _ in range(ocfg.groups_per_step)]
+        groups: list[Group] = await asyncio.gather(*(self.run_group(e, "train", ocfg.group_size) for e in examples))
+        metrics["gen_time_s"] = time.perf_counter() - gen_start
+
+        # 2. rewards and advantages per group; zero-advantage groups carry no signal
+        results = [[r for r, _ in group] for group in groups]
+        advantages = batch_advantages(results, ocfg.reward_weights, ocfg.include_failed, ocfg.normalize_std)
+
+        # 3. training samples from the recorded calls, packed into micro-batches for the trainer
+        samples, records = [], []
+        for group, adv in zip(groups, advantages):
+            for (result, calls), reward, advantage in zip(group, adv.rewards, adv.advantages):
+                if advantage is not None and not adv.skipped:
+                    samples += build_samples(result.rollout_id, calls, advantage)
+                records.append(self.record(result, calls, step, reward, None if adv.skipped else advantage))
+        micro_batches = pack(samples, ocfg.token_budget)
+        write_model(batch_path(self.run_dir, step),
+                    TrainBatch(step=step, micro_batches=micro_batches, progress={"sampler": sampler.state()}))
+        await asyncio.to_thread(self.writer.write_rollouts, records)
+
+        metrics.update(rollout_metrics(records, ocfg.reward_weights))
+        metrics["groups_skipped"] = float(sum(a.skipped for a in advantages))
+        metrics["samples"], metrics["micro_batches"] = float(len(samples)), float(len(micro_batches))
+        metrics["gen_tokens_per_s"] = metrics["completion_tokens"] / max(metrics["gen_time_s"], 1e-9)
+        metrics["step_time_s"] = time.perf_counter() - started
+        self.pending[step] = metrics
+
+    async def run_group(self, example: Example, split: DatasetSplit, size: int) -> Group:
+        return await run_group(self.host, self.gateway, self.url_template, example, split, size,
+                               self.model_name, self.cfg.orchestrator.timeout_s)
+
+    def record(self, result: RolloutResult, calls: list[ModelCall], step: int, reward: float | None,
+               advantage: float | None) -> RolloutRecord:
+        return RolloutRecord.from_result(result, run_id=self.run_id, env_name=self.env_name, step=step,
+                                         reward=reward, advantage=advantage, model_calls=calls)
+
+    async def evaluate(self, step: int) -> dict[str, float]:
+        """Rollouts on the first `eval.num_examples` eval examples with the engine's current weights."""
+        cfg, ecfg = self.cfg, self.cfg.orchestrator.eval
+        if not ecfg.num_examples:
+            return {}
+        await self.weights.sync()
+        base_dir = cfg.env.base_dir or default_base_dir(cfg.env.source)
+        dataset = await self.host.create_dataset(cfg.env.eval_split, base_dir, ecfg.num_examples)  # type: ignore[arg-type]
+        examples = list(dataset)[: ecfg.num_examples]
+        groups = await asyncio.gather(*(self.run_group(e, "eval", ecfg.rollouts_per_example) for e in examples))
+        weights = cfg.orchestrator.reward_weights
+        records = [self.record(r, calls, step, rollout_reward(r, weights), None)
+                   for group in groups for r, calls in group]
+        await asyncio.to_thread(self.writer.write_rollouts, records)
+        stats = rollout_metrics(records, weights)
+        keep = [k for k in stats if k.startswith("reward") or k == "pass_rate" or k == "completion_len"]
+        return {f"eval/{k}": stats[k] for k in keep} | {"eval/policy_version": float(self.weights.version)}
+
+    def flush_reports(self) -> None:
+        """Store every pending step whose trainer report has arrived, in order."""
+        for step in sorted(self.pending):
+            report = read_model(trainer_report_path(self.run_dir, step), TrainerReport)
+            if report is None:
+                return
+            self.store_step(step, report)
+
+    def store_step(self, step: int, report: TrainerReport) -> None:
+        metrics = self.pending.pop(step) | {f"train/{k}": v for k, v in report.metrics.items()}
+        self.writer.write_step(self.run_id, step, metrics)
+        get_logger().info(summary_line(step, metrics))
+
+    async def finish(self) -> None:
+        """Wait for the trainer's last reports and weights, evaluate them, store the remaining steps."""
+        last = self.cfg.max_steps
+        for step in sorted(self.pending):
+            report = await await_model(trainer_report_path(self.run_dir, step), TrainerReport)
+            if step == last:
+                await self.weights.wait_for(last)
+                self.pending[step].update(await self.evaluate(step))
+            self.store_step(step, report)

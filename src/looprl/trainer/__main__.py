@@ -1,0 +1,34 @@
+"""`python -m looprl.trainer RUN_DIR [--resume-step K]`: the trainer process, as `looprl rl` starts it.
+
+Reads the run's resolved `config.toml`; imports torch only after parsing, so `--help` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m looprl.trainer", description=__doc__)
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--resume-step", type=int, default=0, help="continue after this checkpoint step")
+    args = parser.parse_args()
+    from looprl.launch.config import read_run_config
+    from looprl.utils.logger import setup_logger
+
+    cfg = read_run_config(args.run_dir)
+    log = setup_logger(cfg.log.level, cfg.log.json_logging, process="trainer")
+    try:
+        from looprl.trainer.loop import run
+
+        run(cfg, args.run_dir, args.resume_step)
+    except Exception:
+        log.exception("trainer failed")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""SLURM: the `[slurm]` table and the sbatch script of a multi-node `looprl rl` run.
+
+    script = render_sbatch(cfg.slurm, output_dir, orchestrator=[...], trainer=["-m", "looprl.trainer", ...],
+                           inference=["looprl", "inference", ...])
+    path = write_sbatch(script, output_dir)        # {output_dir}/rl.sbatch (all that --dry-run does)
+    job_id = submit_sbatch(path)                   # sbatch --parsable
+
+Node roles (SLURM node ids of the job): `0 .. train_nodes-1` run the trainer under torchrun (one
+agent per node, c10d rendezvous on the first node, `--log-dir logs/trainer/torchrun`);
+the next `inference_nodes` run the inference engine; the orchestrator (with its env servers) runs
+in the batch step on the first node. The script calls itself on every node through
+`srun ... bash rl.sbatch trainer|inference`, which finds its node rank in `SLURM_PROCID`, so the
+output directory must be on a filesystem all nodes share (it holds the logs anyway).
+
+Every process sees `LOOPRL_OUTPUT_DIR`, `MASTER_ADDR`, `MASTER_PORT` (the trainer rendezvous) and
+`LOOPRL_INFERENCE_URLS` (comma-separated `http://HOST:PORT/v1` of the inference nodes); trainer
+and inference nodes also see `LOOPRL_NODE_RANK`. Logs, as in the single-node layout:
+`trainer/node_N.log` (torchrun with local rank 0's output), `inference/node_N.log`,
+`orchestrator.log`, and the symlinks `trainer.log -> trainer/node_0.log`,
+`inference.log -> inference/node_0.log`.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from looprl.errors import UserError
+from looprl.store.paths import log_path, logs_dir, torchrun_log_dir
+
+SBATCH_NAME = "rl.sbatch"
+
+
+class SlurmConfig(BaseModel):
+    """The `[slurm]` table: with it, `looprl rl` submits the run as one SLURM job."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job_name: str = "looprl"
+    """The job's name in `squeue`."""
+    train_nodes: int = Field(1, ge=1)
+    """Nodes running the trainer (torchrun, one agent per node)."""
+    inference_nodes: int = Field(1, ge=1)
+    """Nodes running an inference engine each."""
+    gpus_per_node: int = Field(8, ge=0)
+    """GPUs requested per node; also torchrun's `--nproc-per-node` (at least 1 process)."""
+    partition: str | None = None
+    """`--partition`."""
+    account: str | None = None
+    """`--account`."""
+    qos: str | None = None
+    """`--qos`."""
+    time: str = "24:00:00"
+    """`--time`, the job's wall-clock limit."""
+    cpus_per_task: int | None = Field(None, ge=1)
+    """`--cpus-per-task` (one task per node)."""
+    mem: str | None = None
+    """`--mem` per node, e.g. "0" for all of it."""
+    exclusive: bool = True
+    """`--exclusive`: the nodes are not shared with other jobs."""
+    rdzv_port: int = Field(29500, ge=1, le=65535)
+    """The trainer's rendezvous port on the first node."""
+    inference_port: int = Field(8000, ge=1, le=65535)
+    """The port the inference engine serves on, on each inference node."""
+    setup: list[str] = Field(default_factory=list)
+    """Shell lines run first on every node (module loads, `source .venv/bin/activate`, exports)."""
+    sbatch_args: list[str] = Field(default_factory=list)
+    """Extra `#SBATCH` options, e.g. `["--constraint=h100", "--mail-type=END"]`."""
+
+
+def _sbatch_lines(cfg: SlurmConfig, output_dir: Path) -> list[str]:
+    options = [f"--job-name={cfg.job_name}", f"--nodes={cfg.train_nodes + cfg.inference_nodes}",
+               "--ntasks-per-node=1", f"--time={cfg.time}", f"--output={output_dir}/slurm-%j.out"]
+    if cfg.gpus_per_node:
+        options.append(f"--gpus-per-node={cfg.gpus_per_node}")
+    for flag, value in (("partition", cfg.partition), ("account", cfg.account), ("qos", cfg.qos),
+                        ("cpus-per-task", cfg.cpus_per_task), ("mem", cfg.mem)):
+        if value is not None:
+            options.append(f"--{flag}={value}")
+    if cfg.exclusive:
+        options.append("--exclusive")
+    return [f"#SBATCH {option}" for option in [*options, *cfg.sbatch_args]]
+
+
+def render_sbatch(cfg: SlurmConfig, output_dir: Path, *, orchestrator: Sequence[str], trainer: Sequence[str],
+                  inference: Sequence[str]) -> str:
+    """The sbatch script of a run.
+
+    `orchestrator` and `inference` are command lines; `trainer` is what follows torchrun's own options
+    (`["-m", "looprl.trainer", ...]` or `["train.py", ...]`). Each is quoted for the shell as given;
+    processes read the run's addresses from the environment variables in the module docstring.
+    """
+    if not (orchestrator and trainer and inference):
+        raise UserError("render_sbatch needs orchestrator, trainer and inference commands")
+    out = Path(output_dir).resolve()
+    q = shlex.quote
+    logs = logs_dir(out)
+    return "\n".join([
+        "#!/bin/bash",
+        f"# looprl rl on SLURM: {cfg.train_nodes} trainer node(s), {cfg.inference_nodes} inference node(s).",
+        "# Submit with `sbatch rl.sbatch`; nodes run it again as `bash rl.sbatch trainer|inference`.",
+        *_sbatch_lines(cfg, out),
+        "set -uo pipefail",
+        "",
+        f"export LOOPRL_OUTPUT_DIR={q(str(out))}",
+        f"LOGS={q(str(logs))}",
+        f"SCRIPT={q(str(out / SBATCH_NAME))}",
+        f"TRAIN_NODES={cfg.train_nodes}",
+        f"INFERENCE_NODES={cfg.inference_nodes}",
+        *cfg.setup,
+        "",
+        "run_trainer() {",
+        "  export LOOPRL_NODE_RANK=$SLURM_PROCID",
+        f"  mkdir -p \"$LOGS/trainer\" {q(str(torchrun_log_dir(out)))}",
+        f"  torchrun --nnodes=\"$TRAIN_NODES\" --nproc-per-node={max(cfg.gpus_per_node, 1)} "
+        "--node-rank=\"$LOOPRL_NODE_RANK\" \\",
+        "    --rdzv-backend=c10d --rdzv-endpoint=\"$MASTER_ADDR:$MASTER_PORT\" --rdzv-id=\"looprl-$SLURM_JOB_ID\" \\",
+        f"    --log-dir={q(str(torchrun_log_dir(out)))} --redirects=3 --tee=3 --local-ranks-filter=0 \\",
+        f"    {shlex.join(trainer)} 2>&1 | tee -a \"$LOGS/trainer/node_$LOOPRL_NODE_RANK.log\"",
+        "}",
+        "",
+        "run_inference() {",
+        "  export LOOPRL_NODE_RANK=$SLURM_PROCID",
+        "  mkdir -p \"$LOGS/inference\"",
+        f"  {shlex.join(inference)} 2>&1 | tee -a \"$LOGS/inference/node_$LOOPRL_NODE_RANK.log\"",
+        "}",
+        "",
+        "run_job() {",
+        "  mapfile -t hosts < <(scontrol show hostnames \"$SLURM_JOB_NODELIST\")",
+        f"  export MASTER_ADDR=\"${{hosts[0]}}\" MASTER_PORT={cfg.rdzv_port}",
+        "  urls=()",
+        f"  for host in \"${{hosts[@]:$TRAIN_NODES:$INFERENCE_NODES}}\"; do urls+=(\"http://$host:{cfg.inference_port}/v1\"); done",
+        "  export LOOPRL_INFERENCE_URLS=$(IFS=,; echo \"${urls[*]}\")",
+        "  mkdir -p \"$LOGS/trainer\" \"$LOGS/inference\"",
+        f"  ln -sfn trainer/node_0.log {q(str(log_path(out, 'trainer')))}",
+        f"  ln -sfn inference/node_0.log {q(str(log_path(out, 'inference')))}",
+        "  srun --nodes=\"$INFERENCE_NODES\" --ntasks=\"$INFERENCE_NODES\" --relative=\"$TRAIN_NODES\" "
+        "--ntasks-per-node=1 bash \"$SCRIPT\" inference &",
+        "  inference_pid=$!",
+        "  srun --nodes=\"$TRAIN_NODES\" --ntasks=\"$TRAIN_NODES\" --relative=0 --ntasks-per-node=1 "
+        "bash \"$SCRIPT\" trainer &",
+        "  trainer_pid=$!",
+        f"  {shlex.join(orchestrator)} >> {q(str(log_path(out, 'orchestrator')))} 2>&1 &",
+        "  orchestrator_pid=$!",
+        "  wait -n \"$orchestrator_pid\" \"$trainer_pid\"",
+        "  status=$?",
+        "  if [ \"$status\" -eq 0 ]; then",
+        "    wait \"$orchestrator_pid\"; orchestrator_status=$?",
+        "    wait \"$trainer_pid\"; trainer_status=$?",
+        "    status=$(( orchestrator_status ? orchestrator_status : trainer_status ))",
+        "  fi",
+        "  kill \"$inference_pid\" \"$trainer_pid\" \"$orchestrator_pid\" 2>/dev/null",
+        "  wait",
+        "  echo \"looprl rl: job finished with status $status (logs in $LOGS)\"",
+        "  exit \"$status\"",
+        "}",
+        "",
+        "case \"${1:-job}\" in",
+        "  trainer) run_trainer ;;",
+        "  inference) run_inference ;;",
+        "  job) run_job ;;",
+        "  *) echo \"usage: $0 [job|trainer|inference]\" >&2; exit 2 ;;",
+        "esac",
+        "",
+    ])
+
+
+def write_sbatch(script: str, output_dir: Path) -> Path:
+    """Write the script to `{output_dir}/rl.sbatch` (the path the script calls itself by)."""
+    path = Path(output_dir).resolve() / SBATCH_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(script)
+    path.chmod(0o755)
+    return path
+
+
+def submit_sbatch(path: Path) -> str:
+    """Submit the script with `sbatch --parsable`; the job id."""
+    try:
+        proc = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        raise UserError(f"sbatch is not installed here; the script is at {path}") from None
+    if proc.returncode != 0:
+        raise UserError(f"sbatch {path} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout.strip().split(";")[0]

@@ -1,0 +1,86 @@
+"""The SLURM sbatch script: rendering, and its job and node commands run locally with SLURM's
+variables set (stand-ins for `srun` and `scontrol`; a real two-node torchrun rendezvous on localhost)."""
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from looprl.errors import UserError
+from looprl.launch.slurm import SlurmConfig, render_sbatch, write_sbatch
+from looprl.store.paths import log_path, node_log_path, torchrun_log_dir
+
+FAKE_SRUN = """#!/bin/bash
+# srun stand-in: runs --ntasks copies of the command here, each with its SLURM_PROCID.
+ntasks=1
+while [[ "$1" == --* ]]; do case "$1" in --ntasks=*) ntasks="${1#*=}" ;; esac; shift; done
+pids=()
+for ((i = 0; i < ntasks; i++)); do SLURM_PROCID=$i "$@" & pids+=($!); done
+trap 'kill "${pids[@]}" 2>/dev/null' TERM
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+exit $status
+"""
+FAKE_SCONTROL = """#!/bin/bash
+printf 'localhost\\ntrain-b\\ninfer-a\\ninfer-b\\n'
+"""
+TRAINER = "import os\nprint(f\"trainer rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}\", flush=True)\n"
+
+
+def commands(trainer_script: Path) -> dict[str, list[str]]:
+    return {
+        "orchestrator": [sys.executable, "-c", "import os; print('orchestrator sees', os.environ['LOOPRL_INFERENCE_URLS'], "
+                                               "os.environ['MASTER_ADDR'])"],
+        "trainer": [str(trainer_script)],
+        "inference": [sys.executable, "-c", "import os; print('engine on inference node', os.environ['LOOPRL_NODE_RANK'])"],
+    }
+
+
+def test_render_the_sbatch_script(tmp_path):
+    cfg = SlurmConfig(train_nodes=2, inference_nodes=3, partition="gpu", account="rl", time="02:00:00",
+                      setup=["source /opt/venv/bin/activate"], sbatch_args=["--constraint=h100"])
+    script = render_sbatch(cfg, tmp_path / "out dir", orchestrator=["python", "-m", "looprl.orchestrator"],
+                           trainer=["-m", "looprl.trainer", "@", "config.toml"], inference=["looprl", "inference"])
+    for line in ("#SBATCH --nodes=5", "#SBATCH --gpus-per-node=8", "#SBATCH --partition=gpu", "#SBATCH --account=rl",
+                 "#SBATCH --time=02:00:00", "#SBATCH --exclusive", "#SBATCH --constraint=h100",
+                 "source /opt/venv/bin/activate"):
+        assert line in script.splitlines()
+    assert "--nproc-per-node=8" in script and "--rdzv-backend=c10d" in script and "-m looprl.trainer @ config.toml" in script
+    assert f"--log-dir='{torchrun_log_dir((tmp_path / 'out dir').resolve())}'" in script
+    assert "ln -sfn trainer/node_0.log" in script and "ln -sfn inference/node_0.log" in script
+    assert "#SBATCH --qos" not in script
+    with pytest.raises(UserError):
+        render_sbatch(cfg, tmp_path, orchestrator=[], trainer=["x"], inference=["y"])
+
+
+def test_the_job_runs_every_node_with_the_seed_log_layout(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    trainer_script = tmp_path / "train.py"
+    trainer_script.write_text(TRAINER)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "run"
+    cfg = SlurmConfig(train_nodes=2, inference_nodes=2, gpus_per_node=1, rdzv_port=port, inference_port=8123)
+    path = write_sbatch(render_sbatch(cfg, out, **commands(trainer_script)), out)
+    env = {**os.environ, "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "localhost,train-b,infer-[a-b]"}
+    proc = subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert log_path(out, "trainer").is_symlink() and os.readlink(log_path(out, "trainer")) == "trainer/node_0.log"
+    assert os.readlink(log_path(out, "inference")) == "inference/node_0.log"
+    assert "[default0]:trainer rank 0 of 2" in log_path(out, "trainer").read_text()
+    assert "[default0]:trainer rank 1 of 2" in node_log_path(out, "trainer", 1).read_text()
+    assert "engine on inference node 0" in log_path(out, "inference").read_text()
+    assert "engine on inference node 1" in node_log_path(out, "inference", 1).read_text()
+    assert ("orchestrator sees http://infer-a:8123/v1,http://infer-b:8123/v1 localhost"
+            in log_path(out, "orchestrator").read_text())
+    rank_logs = sorted(p.read_text() for p in torchrun_log_dir(out).rglob("stdout.log"))
+    assert rank_logs == ["trainer rank 0 of 2\n", "trainer rank 1 of 2\n"]

@@ -6,7 +6,8 @@
     job_id = submit_sbatch(path)                   # sbatch --parsable
 
 Node roles (SLURM node ids of the job): `0 .. train_nodes-1` run the trainer under torchrun (one
-agent per node, c10d rendezvous on the first node, `--log-dir logs/trainer/torchrun`);
+agent per node; a static rendezvous on the first node, so global ranks follow node order and
+`trainer.log`, node 0's local rank 0, is global rank 0; `--log-dir logs/trainer/torchrun`);
 the next `inference_nodes` run the inference engine; the orchestrator (with its env servers) runs
 in the batch step on the first node. The script calls itself on every node through
 `srun ... bash rl.sbatch trainer|inference`, which finds its node rank in `SLURM_PROCID`, so the
@@ -118,7 +119,8 @@ def render_sbatch(cfg: SlurmConfig, output_dir: Path, *, orchestrator: Sequence[
         f"  mkdir -p \"$LOGS/trainer\" {q(str(torchrun_log_dir(out)))}",
         f"  torchrun --nnodes=\"$TRAIN_NODES\" --nproc-per-node={max(cfg.gpus_per_node, 1)} "
         "--node-rank=\"$LOOPRL_NODE_RANK\" \\",
-        "    --rdzv-backend=c10d --rdzv-endpoint=\"$MASTER_ADDR:$MASTER_PORT\" --rdzv-id=\"looprl-$SLURM_JOB_ID\" \\",
+        "    --rdzv-backend=static --master-addr=\"$MASTER_ADDR\" --master-port=\"$MASTER_PORT\" "
+        "--rdzv-id=\"looprl-$SLURM_JOB_ID\" \\",
         f"    --log-dir={q(str(torchrun_log_dir(out)))} --redirects=3 --tee=3 --local-ranks-filter=0 \\",
         f"    {shlex.join(trainer)} 2>&1 | tee -a \"$LOGS/trainer/node_$LOOPRL_NODE_RANK.log\"",
         "}",

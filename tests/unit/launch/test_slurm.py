@@ -48,7 +48,7 @@ def test_render_the_sbatch_script(tmp_path):
                  "#SBATCH --time=02:00:00", "#SBATCH --exclusive", "#SBATCH --constraint=h100",
                  "source /opt/venv/bin/activate"):
         assert line in script.splitlines()
-    assert "--nproc-per-node=8" in script and "--rdzv-backend=c10d" in script and "-m looprl.trainer @ config.toml" in script
+    assert "--nproc-per-node=8" in script and "--rdzv-backend=static" in script and "-m looprl.trainer @ config.toml" in script
     assert f"--log-dir='{torchrun_log_dir((tmp_path / 'out dir').resolve())}'" in script
     assert "ln -sfn trainer/node_0.log" in script and "ln -sfn inference/node_0.log" in script
     assert "#SBATCH --qos" not in script

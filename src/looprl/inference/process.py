@@ -21,7 +21,8 @@ API:
   `extra_args` are appended to the `looprl inference` command line (e.g. `["--max-batch-size", "32"]`).
 - `.base_url`: `http://HOST:PORT/v1`, what an OpenAI client takes; `.url`: the server root
   (`/health`, `/update_weights`); `.model_name`: the name to put in requests
-  (`served_model_name`, default `model`).
+  (`served_model_name`, default `model`); `.process`: the running `subprocess.Popen` (or None);
+  `.log_path`: where the child's output goes.
 - `start()` launches the child and blocks until `/health` answers; `await astart()` is the async
   form. If the child exits first, or `startup_timeout` passes, they raise `EngineStartError` (a
   `UserError`) with the exit status and the last lines of the log.
@@ -79,6 +80,11 @@ class EngineProcess:
     @property
     def base_url(self) -> str:
         return f"{self.url}/v1"
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The child process while it runs (for supervisors that poll it), else None."""
+        return self._process
 
     def start(self) -> EngineProcess:
         self._launch()

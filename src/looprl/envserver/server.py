@@ -129,7 +129,7 @@ class EnvServer:
                 slot.ready.set_exception(UserError(message.error))
         elif isinstance(message, (DatasetReady, RequestFailed, GroupDone)):
             pending = slot.pending.pop(message.id, None)
-            if pending is None:  # already settled (overdue)
+            if pending is None or pending.future.done():  # already settled (overdue) or abandoned
                 return
             if pending.deadline is not None:
                 pending.deadline.cancel()
@@ -159,6 +159,8 @@ class EnvServer:
         for p in pending.values():
             if p.deadline is not None:
                 p.deadline.cancel()
+            if p.future.done():
+                continue
             if p.request is not None:
                 p.future.set_result(failed_results(p.request, "env_worker_died", error, p.started))
             else:
@@ -201,7 +203,7 @@ class EnvServer:
 
     def _overdue(self, slot: _Slot, message_id: str) -> None:
         pending = slot.pending.pop(message_id, None)
-        if pending is None or pending.request is None:
+        if pending is None or pending.request is None or pending.future.done():
             return
         request = pending.request
         self.log.bind(rollout=",".join(request.rollout_ids)).error(

@@ -13,8 +13,15 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
+import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from looprl.inference.process import EngineProcess
+    from looprl.launch.config import RLConfig
 
 FLAGS = ("--dry-run", "--resume")
 
@@ -71,47 +78,48 @@ def resumable_step(run_dir: Path) -> int:
     return step
 
 
-def launch(cfg, run_dir: Path, resume_step: int) -> int:  # type: ignore[no-untyped-def]
+def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     from looprl.inference.process import EngineProcess
     from looprl.launch.supervisor import Child, python_module, stop_all, tail, watch
     from looprl.store.paths import log_path
 
+    signal.signal(signal.SIGTERM, _exit_on_signal)  # `kill` cleans up like Ctrl-C does
     resume = ["--resume-step", str(resume_step)]
     print(f"looprl rl: run directory {run_dir} (logs in {log_path(run_dir, '*')})" +
           (f", resuming after step {resume_step}" if resume_step else ""), flush=True)
     engine = EngineProcess(cfg.model.name, log_path=log_path(run_dir, "inference"),
                            extra_args=["--max-batch-size", str(cfg.inference.max_batch_size)])
     children: list[Child] = []
-    try:
-        with engine:
+    with engine:
+        try:
             orchestrator = Child("orchestrator", log_path(run_dir, "orchestrator")).start(python_module(
                 "looprl.orchestrator", str(run_dir), "--engine-url", engine.url, "--model-name", engine.model_name, *resume))
+            children.append(orchestrator)
             trainer = Child("trainer", log_path(run_dir, "trainer")).start(
                 python_module("looprl.trainer", str(run_dir), *resume))
-            children = [EngineChild(engine), orchestrator, trainer]
-            failed = watch(children, until_done=[orchestrator, trainer])
+            children.append(trainer)
+            failed = watch([EngineChild(engine), *children], until_done=children)
+            status = failed.process.poll() if failed is not None and failed.process else None
+        finally:
             stop_all(children)
-            if failed is not None:
-                status = failed.process.poll() if failed.process else None
-                print(f"looprl rl: {failed.name} exited with status {status}; last lines of {failed.log_path}:\n"
-                      f"{tail(failed.log_path)}", file=sys.stderr)
-                return 1
-    except KeyboardInterrupt:
-        stop_all(children)
-        raise
+    if failed is not None:
+        print(f"looprl rl: {failed.name} exited with status {status}; last lines of {failed.log_path}:\n"
+              f"{tail(failed.log_path)}", file=sys.stderr)
+        return 1
     print(f"looprl rl: done. Look at the run with:\n  looprl metrics {run_dir}\n  looprl inspect {run_dir}")
     return 0
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 class EngineChild:
     """The engine as `watch` sees it (EngineProcess owns the process; this only reads its status)."""
 
-    def __init__(self, engine) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, engine: EngineProcess) -> None:
         self.engine, self.name, self.log_path = engine, "inference", engine.log_path
 
     @property
-    def process(self):  # type: ignore[no-untyped-def]
-        return self.engine._process
-
-    def stop(self) -> None:
-        self.engine.stop()
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self.engine.process

@@ -1,20 +1,21 @@
 """Child processes of `looprl rl`: started with their output in `logs/<name>.log`, watched together.
 
-`watch` returns when every child has exited cleanly, or as soon as one fails; in that case it stops
-the others (SIGTERM, then SIGKILL) and reports which one failed, so the launcher can print the tail
-of its log. `stop_all` is also what Ctrl-C runs.
+`watch` returns when every child has exited cleanly, or as soon as one fails, and reports which one
+failed, so the launcher can stop the others (`stop_all`: SIGTERM, then SIGKILL) and print the tail
+of its log. Children also get SIGTERM when the launcher itself dies (Linux `PR_SET_PDEATHSIG`).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 POLL_S = 0.5
 
@@ -31,7 +32,7 @@ class Child:
         self._log = open(self.log_path, "ab")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(list(argv), stdout=self._log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env=env)
+                                        stdin=subprocess.DEVNULL, env=env, preexec_fn=_die_with_parent)
         return self
 
     def stop(self, grace_s: float = 10.0) -> None:
@@ -47,11 +48,29 @@ class Child:
             self._log = None
 
 
+class Watched(Protocol):
+    """What `watch` reads: a `Child`, or a process some other object owns (the inference engine)."""
+
+    name: str
+    log_path: Path
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None: ...
+
+
+def _die_with_parent() -> None:
+    """Linux: the child gets SIGTERM if the launcher dies without cleaning up (e.g. SIGKILL)."""
+    if sys.platform == "linux":
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
 
-def watch(children: Sequence[Child], until_done: Sequence[Child]) -> Child | None:
+def watch(children: Sequence[Watched], until_done: Sequence[Watched]) -> Watched | None:
     """Wait until every child in `until_done` exits with status 0 (returns None), or any child fails
     or exits early (returns it). The caller stops the others."""
     while True:

@@ -1,0 +1,26 @@
+"""A single-turn env whose reward varies even for a random-weight model (distinct characters in the
+reply), so RL tests on the tiny model get non-zero advantages; and a writer for its data."""
+
+import json
+from pathlib import Path
+
+from looprl.envs import BaseEnv, BaseRollout, DatasetSplit, JsonlDataset
+from looprl.rewards import extract_completion_text
+
+
+class CharsEnv(BaseEnv):
+    max_turns = 1
+
+    async def create_dataset(self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None):
+        return JsonlDataset(base_dir / f"{split}.jsonl", max_examples=max_examples)
+
+    async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
+        return {"chars": len(set(extract_completion_text(rollout.messages))) / 10}
+
+
+def write_data(base_dir: Path, n: int = 6) -> Path:
+    base_dir.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "eval"):
+        lines = [json.dumps({"prompt_messages": [{"role": "user", "content": f"what is {i} plus two?"}]}) for i in range(n)]
+        (base_dir / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    return base_dir

@@ -10,6 +10,7 @@ with an index select, and columns that became padding for every row are trimmed 
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,6 +20,25 @@ from transformers import DynamicCache, LlamaForCausalLM
 
 # transformers 5.x renamed the forward argument `past_key_values` to `cache`.
 _CACHE_ARG = "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
+
+
+@dataclass
+class Prefill:
+    """One prompt run on its own: its KV cache (repeated for `n` rows) and next-token logits [n, vocab]."""
+
+    cache: DynamicCache
+    logits: torch.Tensor
+    length: int
+
+
+@torch.inference_mode()
+def prefill(model: Any, prompt_ids: list[int], copies: int) -> Prefill:
+    """Run one prompt (no padding, exactly as a teacher-forced pass would) for `copies` rows."""
+    out = model(input_ids=torch.tensor([prompt_ids]), use_cache=True, logits_to_keep=1)
+    cache = out.cache if _CACHE_ARG == "cache" else out.past_key_values
+    if copies > 1:
+        cache.batch_repeat_interleave(copies)
+    return Prefill(cache, out.logits[:, -1].expand(copies, -1), len(prompt_ids))
 
 
 class DecodeBatch:
@@ -33,14 +53,18 @@ class DecodeBatch:
         return self.mask.shape[0]
 
     @torch.inference_mode()
-    def prefill(self, model: Any, prompt_ids: list[int], copies: int) -> torch.Tensor:
-        """Run one prompt, add `copies` rows for it, and return their next-token logits [copies, vocab]."""
-        out = model(input_ids=torch.tensor([prompt_ids]), use_cache=True, logits_to_keep=1)
-        cache = out.cache if _CACHE_ARG == "cache" else out.past_key_values
-        if copies > 1:
-            cache.batch_repeat_interleave(copies)
-        self._append(cache, torch.ones(copies, len(prompt_ids), dtype=torch.long))
-        return out.logits[:, -1].expand(copies, -1)
+    def add(self, prefills: list[Prefill]) -> torch.Tensor:
+        """Append the rows of `prefills` (one concatenation per layer); return their logits [rows, vocab]."""
+        parts = [(self.cache, self.mask)] if self.cache is not None else []
+        parts += [(p.cache, torch.ones(p.logits.shape[0], p.length, dtype=torch.long)) for p in prefills]
+        length = max(mask.shape[1] for _, mask in parts)
+        merged = parts[0][0]
+        for i, layer in enumerate(merged.layers):
+            layer.keys = torch.cat([_pad_left(cache.layers[i].keys, length) for cache, _ in parts])
+            layer.values = torch.cat([_pad_left(cache.layers[i].values, length) for cache, _ in parts])
+        self.cache = merged
+        self.mask = torch.cat([_pad_left(mask, length) for _, mask in parts])
+        return torch.cat([p.logits for p in prefills])
 
     @torch.inference_mode()
     def decode(self, model: Any, input_ids: list[int], positions: list[int]) -> torch.Tensor:
@@ -55,6 +79,7 @@ class DecodeBatch:
         )
         return out.logits[:, -1]
 
+    @torch.inference_mode()
     def keep(self, rows: list[int]) -> None:
         """Keep only `rows` (in this order), then trim columns that are padding in every row."""
         if not rows:
@@ -68,16 +93,6 @@ class DecodeBatch:
         for layer in self.cache.layers:
             layer.keys = layer.keys[index, :, start:]
             layer.values = layer.values[index, :, start:]
-
-    def _append(self, cache: DynamicCache, mask: torch.Tensor) -> None:
-        if self.cache is None:
-            self.cache, self.mask = cache, mask
-            return
-        length = max(self.mask.shape[1], mask.shape[1])
-        for mine, new in zip(self.cache.layers, cache.layers):
-            mine.keys = torch.cat([_pad_left(mine.keys, length), _pad_left(new.keys, length)])
-            mine.values = torch.cat([_pad_left(mine.values, length), _pad_left(new.values, length)])
-        self.mask = torch.cat([_pad_left(self.mask, length), _pad_left(mask, length)])
 
 
 def _pad_left(t: torch.Tensor, length: int) -> torch.Tensor:

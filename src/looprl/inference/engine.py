@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from loguru import logger
 
-from looprl.inference.batch import DecodeBatch
+from looprl.inference.batch import DecodeBatch, Prefill, prefill
 from looprl.inference.sampling import LogprobsMode, SamplingParams, sample
 from looprl.inference.weights import WeightUpdate
 
@@ -117,30 +117,39 @@ class Engine:
                 self._rows, self._batch = [], DecodeBatch()
 
     def _admit(self) -> None:
+        """Prefill waiting requests in order while they fit, then merge them into the batch at once."""
+        admitted: list[tuple[_Request, Prefill]] = []
+        rows = len(self._rows)
         while self._waiting:
             head = self._waiting[0]
             if isinstance(head, WeightUpdate):
-                if self._rows:
-                    return  # drain first
+                if rows:
+                    break  # drain first: everything admitted so far runs on the old weights
                 self._waiting.popleft()
                 self._apply(head)
                 continue
-            if self._rows and len(self._rows) + head.n > self.max_batch_size:
-                return
+            if rows and rows + head.n > self.max_batch_size:
+                break
             self._waiting.popleft()
             if head.future.done():  # cancelled while waiting
                 continue
             try:
-                logits = self._batch.prefill(self.model, head.prompt_ids, head.n)
+                admitted.append((head, prefill(self.model, head.prompt_ids, head.n)))
             except Exception as e:  # this prompt failed; the running batch is untouched
                 logger.exception("prefill failed")
                 _resolve(head, error=e)
                 continue
-            seed = head.params.seed
+            rows += head.n
+        if not admitted:
+            return
+        logits = self._batch.add([p for _, p in admitted])
+        new_rows = []
+        for request, _ in admitted:
+            seed = request.params.seed
             generator = None if seed is None else torch.Generator().manual_seed(seed)
-            rows = [_Row(head, i, generator) for i in range(head.n)]
-            self._rows.extend(rows)
-            self._advance(rows, logits)
+            new_rows += [_Row(request, i, generator) for i in range(request.n)]
+        self._rows.extend(new_rows)
+        self._advance(new_rows, logits)
 
     def _step(self) -> None:
         inputs = [row.completion.token_ids[-1] for row in self._rows]

@@ -53,17 +53,19 @@ def sample(
 ) -> Sampled:
     """Sample one token per row of `logits` ([rows, vocab]) with that row's parameters."""
     logits = logits.float()
+    raw = torch.log_softmax(logits, dim=-1)
     temperatures = torch.tensor([p.temperature for p in params])
-    greedy = temperatures == 0
-    scaled = logits / torch.where(greedy, 1.0, temperatures)[:, None]
     top_p = torch.tensor([p.top_p for p in params])
-    if bool((top_p < 1).any()):
-        scaled = _top_p_filter(scaled, top_p)
-    processed = torch.log_softmax(scaled, dim=-1)
+    greedy = temperatures == 0
+    processed = raw
+    if bool(((temperatures != 1) & ~greedy).any() or (top_p < 1).any()):
+        scaled = logits / torch.where(greedy, 1.0, temperatures)[:, None]
+        processed = torch.log_softmax(_top_p_filter(scaled, top_p), dim=-1)
     tokens = logits.argmax(dim=-1)
-    _draw(tokens, processed.exp(), greedy, generators)
+    if not bool(greedy.all()):
+        _draw(tokens, processed.exp(), greedy, generators)
 
-    chosen = torch.log_softmax(logits, dim=-1) if mode == "raw_logprobs" else processed
+    chosen = raw if mode == "raw_logprobs" else processed
     logprobs = chosen.gather(1, tokens[:, None]).squeeze(1).clamp(min=MIN_LOGPROB)
     k = max(p.top_logprobs for p in params)
     top: list[list[tuple[int, float]]] = [[] for _ in params]
@@ -89,6 +91,8 @@ def _draw(
 
 def _top_p_filter(scaled: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     """Set to -inf every token outside each row's nucleus (the smallest set with mass >= top_p)."""
+    if not bool((top_p < 1).any()):
+        return scaled
     sorted_logits, order = scaled.sort(dim=-1, descending=True)
     probs = sorted_logits.softmax(dim=-1)
     mass_before = probs.cumsum(dim=-1) - probs

@@ -20,8 +20,12 @@ $(STAMP): pyproject.toml
 /usr/bin/chromium:
 	(command -v apt-get >/dev/null && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium tmux >/dev/null)) || echo "chromium not installed: browser tests will be skipped"
 
+# RL on the CPU: SmolLM2-135M learns single-digit additions (examples/demo, ~15 minutes on 2 cores).
 demo: install
-	$(VENV)/bin/looprl eval examples/arithmetic/env.py:ArithmeticEnv -n 8 -r 4 --max-tokens 96 --seed 0 --output runs/demo-eval --overwrite
+	rm -rf runs/demo
+	$(VENV)/bin/looprl rl @ examples/demo/rl.toml --output_dir runs/demo
+	@echo "Per-step metrics:   $(VENV)/bin/looprl metrics runs/demo"
+	@echo "Rollouts (web UI):  $(VENV)/bin/looprl inspect runs/demo"
 
 test: install /usr/bin/chromium
 	$(PY) -m pytest -q

@@ -1,11 +1,15 @@
 """The CPU demo: single-digit additions that SmolLM2-135M gets wrong and wordy, learnable in minutes.
 
 The bundled model answers "What is 3 + 5?" with a paragraph: measured on 32 samples at temperature 1,
-the first number of the reply is the sum 3 % of the time, and the reply starts with a number 19 % of
-the time. Two reward components give GRPO a dense signal and keep it honest:
+the first number of the reply is the sum 3 % of the time. Two reward components (weighted in
+`rl.toml`) give GRPO a dense signal:
 
-- `number_first`: 1 when the reply starts with a number (shapes the model towards direct answers);
-- `correct`: 1 when the first number in the reply is the sum.
+- `correct`: 1 when the reply's answer is the sum: its first number, after an optional restatement of
+  the question ("3 + 5 = 8", "3 + 5 is 8" and "8" all count; "3 + 5 is 9" does not);
+- `brief`: 1 when the reply is at most 6 words (shapes the model towards direct answers).
+
+A first version rewarded "the reply starts with a number": the model learned within 9 steps to
+start every reply by restating "3 + 5 ...", which that reward could not tell from an answer.
 """
 
 import re
@@ -15,6 +19,8 @@ from looprl.envs import BaseEnv, BaseRollout, DatasetSplit, JsonlDataset
 from looprl.rewards import extract_completion_text
 
 _NUMBER = re.compile(r"-?\d+")
+_RESTATED = re.compile(r"^\s*-?\d+\s*\+\s*-?\d+")
+BRIEF_WORDS = 6
 
 
 class AdditionEnv(BaseEnv):
@@ -29,6 +35,7 @@ class AdditionEnv(BaseEnv):
 
 def score(reply: str, answer: int) -> dict[str, float]:
     """The reward components of a reply (also used by `bench/learning.py` for TRL's reward functions)."""
-    first = _NUMBER.search(reply)
+    restated = _RESTATED.match(reply)
+    first = _NUMBER.search(reply, restated.end() if restated else 0)
     correct = first is not None and int(first.group()) == answer
-    return {"correct": float(correct), "number_first": float(first is not None and first.start() == 0)}
+    return {"correct": float(correct), "brief": float(len(reply.split()) <= BRIEF_WORDS)}

@@ -12,6 +12,7 @@ broadcasts) are removed, the orchestrator deletes store rows after step k, both 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 import subprocess
@@ -84,6 +85,7 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     from looprl.store.paths import log_path
 
     signal.signal(signal.SIGTERM, _exit_on_signal)  # `kill` cleans up like Ctrl-C does
+    share_cpu_threads()
     resume = ["--resume-step", str(resume_step)]
     print(f"looprl rl: run directory {run_dir} (logs in {log_path(run_dir, '*')})" +
           (f", resuming after step {resume_step}" if resume_step else ""), flush=True)
@@ -108,6 +110,19 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
         return 1
     print(f"looprl rl: done. Look at the run with:\n  looprl metrics {run_dir}\n  looprl inspect {run_dir}")
     return 0
+
+
+def share_cpu_threads() -> None:
+    """Without a GPU the engine and the trainer compute on the same cores, at the same time (off-policy
+    overlap). Torch's OpenMP threads spin while they wait, so two processes each using every core slow
+    each other down several times over: give each half of the cores (unless the user chose), and let
+    idle threads sleep. The children inherit this environment."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 2) // 2)))
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:

@@ -1,7 +1,7 @@
 """Reward against wall-clock on the CPU demo: `looprl rl` and TRL's `GRPOTrainer`, same model, reward, budget.
 
 Both train SmolLM2-135M-Instruct on `examples/demo` (single-digit additions, reward `correct` +
-`number_first` from `examples/demo/env.py:score`) with the same sampling (temperature 1, 16 new
+0.5 * `brief` from `examples/demo/env.py:score`) with the same sampling (temperature 1, 12 new
 tokens), rollouts per step (32, groups of 8), learning rate, loss (token-level clipped ratio, no KL)
 and a fixed wall-clock budget each, one after the other. looprl runs as a user runs it (`looprl rl`,
 engine + orchestrator + trainer processes, one step of off-policy lag); TRL generates with
@@ -86,12 +86,12 @@ def run_trl(args: argparse.Namespace) -> list[tuple[float, float]]:
 
     config = GRPOConfig(
         output_dir=str(Path(args.out) / "trl"), per_device_train_batch_size=32, num_generations=8,
-        gradient_accumulation_steps=1, max_completion_length=16, temperature=1.0, loss_type="dapo", beta=0.0,
+        gradient_accumulation_steps=1, max_completion_length=12, reward_weights=[1.0, 0.5], temperature=1.0, loss_type="dapo", beta=0.0,
         learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, max_grad_norm=1.0,
         optim="adamw_torch_fused", use_cpu=True, report_to=[], save_strategy="no", bf16=False, logging_steps=1,
         max_steps=10000, seed=0,
     )
-    trainer = GRPOTrainer(model=str(resolve_model(DEFAULT_MODEL)), reward_funcs=[component("correct"), component("number_first")],
+    trainer = GRPOTrainer(model=str(resolve_model(DEFAULT_MODEL)), reward_funcs=[component("correct"), component("brief")],
                           args=config, train_dataset=dataset, callbacks=[Clock()])
     trainer.train()
     return points

@@ -84,3 +84,16 @@ def test_rl_runs_checkpoints_and_resumes(tmp_path):
     assert store_steps(run) == ([1, 2, 3, 4], [(1, 8), (2, 8), (3, 8), (4, 8)])
     assert "resumed from checkpoint step 2" in (run / "logs" / "trainer.log").read_text()
     assert (run / "checkpoints" / "step_4").is_dir()
+
+
+def test_rl_with_lora_trains_adapters_and_resumes(tmp_path):
+    cfg = config(tmp_path)
+    run = tmp_path / "run"
+    lora = ["--trainer.lora.rank", "4", "--trainer.checkpoint_interval", "1"]
+    looprl("rl", "@", str(cfg), "--max_steps", "2", *lora)
+    assert (run / "checkpoints" / "step_2" / "adapter_model.safetensors").is_file()
+    assert (run / "broadcasts" / "step_2" / "model.safetensors").is_file()  # merged, for the engine
+    shutil.rmtree(run / "broadcasts")  # the resumed trainer re-broadcasts its restored weights
+    looprl("rl", "@", str(cfg), "--max_steps", "3", "--resume", *lora)
+    assert store_steps(run) == ([1, 2, 3], [(1, 8), (2, 8), (3, 8)])
+    assert "engine on weights version 2" in (run / "logs" / "orchestrator.log").read_text()

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from looprl.envs.types import DatasetSplit
 from looprl.gateway.sampling import SamplingParams
 
 
@@ -24,9 +25,9 @@ class EnvConfig(_Strict):
     """Dataset folder passed to `create_dataset` (default: `data/` beside the env file)."""
     args: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the env constructor."""
-    train_split: str = "train"
+    train_split: DatasetSplit = "train"
     """Split the training examples come from."""
-    eval_split: str = "eval"
+    eval_split: DatasetSplit = "eval"
     """Split the periodic evaluation runs on."""
     max_train_examples: int | None = Field(None, ge=1)
     """Load at most this many training examples (None: all)."""

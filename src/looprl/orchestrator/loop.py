@@ -35,7 +35,7 @@ from looprl.orchestrator.samples import build_samples
 from looprl.orchestrator.sampler import ExampleSampler
 from looprl.orchestrator.step_metrics import rollout_metrics, summary_line
 from looprl.orchestrator.weights import WeightSync
-from looprl.store.paths import batch_path, checkpoint_dir, progress_path, trainer_report_path
+from looprl.store.paths import batch_path, progress_path, trainer_report_path
 from looprl.store.records import ModelCall, RolloutRecord, RunInfo
 from looprl.store.writer import RunStoreWriter
 from looprl.utils.logger import get_logger
@@ -82,13 +82,14 @@ class Orchestrator:
     async def _sampler(self, resume_step: int) -> ExampleSampler:
         cfg = self.cfg
         base_dir = cfg.env.base_dir or default_base_dir(cfg.env.source)
-        dataset = await self.host.create_dataset(cfg.env.train_split, base_dir, cfg.env.max_train_examples)  # type: ignore[arg-type]
+        dataset = await self.host.create_dataset(cfg.env.train_split, base_dir, cfg.env.max_train_examples)
         state = None
         if resume_step:
             self.writer.delete_steps_after(self.run_id, resume_step)
             state = json.loads(progress_path(self.run_dir, resume_step).read_text()).get("sampler")
-            await self.weights.load(checkpoint_dir(self.run_dir, resume_step), resume_step)
-            get_logger().info("resumed after step {}: engine on checkpoint weights, sampler at {}", resume_step, state)
+            await self.weights.wait_for(resume_step)  # the trainer broadcasts its restored weights
+            get_logger().info("resumed after step {}: engine on weights version {}, sampler at {}", resume_step,
+                              self.weights.version, state)
         return ExampleSampler(list(dataset), cfg.seed, state)
 
     async def step(self, step: int, sampler: ExampleSampler) -> None:
@@ -145,7 +146,7 @@ class Orchestrator:
             return {}
         await self.weights.sync()
         base_dir = cfg.env.base_dir or default_base_dir(cfg.env.source)
-        dataset = await self.host.create_dataset(cfg.env.eval_split, base_dir, ecfg.num_examples)  # type: ignore[arg-type]
+        dataset = await self.host.create_dataset(cfg.env.eval_split, base_dir, ecfg.num_examples)
         examples = list(dataset)[: ecfg.num_examples]
         groups = await asyncio.gather(*(self.run_group(e, "eval", ecfg.rollouts_per_example) for e in examples))
         weights = cfg.orchestrator.reward_weights

@@ -1,7 +1,7 @@
 """Resumable trainer state under `checkpoints/step_N/`.
 
-A checkpoint holds the HF-format weights and tokenizer (`save_pretrained`, so the directory also
-loads as a model), and `trainer_state.pt`: optimizer, scheduler, the RNG states (python, torch) and
+A checkpoint holds the HF-format weights (with LoRA: the adapters) and tokenizer (`save_pretrained`,
+so the directory also loads as a model), and `trainer_state.pt`: optimizer, scheduler, the RNG states (python, torch) and
 whatever progress the caller passes (e.g. the orchestrator's position in the dataset), which is also
 written as `progress.json` so processes without torch can read it (`store.paths.progress_path`). It is written
 to a temporary sibling and renamed into place, so `latest_step` never sees a half-written one.
@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from looprl.store.paths import checkpoint_dir, progress_path
+from looprl.trainer.lora import is_lora, load_adapters
 
 STATE_FILE = "trainer_state.pt"
 
@@ -60,10 +61,13 @@ def load_checkpoint(run_dir: Path, step: int, model: Any, optimizer: torch.optim
     from safetensors.torch import load_file
 
     path = checkpoint_dir(run_dir, step)
-    state: dict[str, torch.Tensor] = {}
-    for file in sorted(path.glob("*.safetensors")):
-        state.update(load_file(file))
-    model.load_state_dict(state, strict=False)  # a tied lm_head is not saved; it follows the embeddings
+    if is_lora(model):
+        load_adapters(model, path)
+    else:
+        state: dict[str, torch.Tensor] = {}
+        for file in sorted(path.glob("*.safetensors")):
+            state.update(load_file(file))
+        model.load_state_dict(state, strict=False)  # a tied lm_head is not saved; it follows the embeddings
     saved = torch.load(path / STATE_FILE, weights_only=False)
     optimizer.load_state_dict(saved["optimizer"])
     scheduler.load_state_dict(saved["scheduler"])

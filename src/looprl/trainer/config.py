@@ -54,6 +54,20 @@ class OptimConfig(_Strict):
     max_grad_norm: float = Field(1.0, gt=0)
 
 
+class LoraConfig(_Strict):
+    """Low-rank adapters (peft) on the listed modules; the base weights stay frozen."""
+
+    rank: int = Field(16, ge=1)
+    """Rank r of each adapter."""
+    alpha: float = Field(32.0, gt=0)
+    """Scaling numerator: the update is (alpha / rank) * B @ A."""
+    dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout on the adapters' input."""
+    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                               "up_proj", "down_proj"])
+    """Names of the linear layers that get adapters."""
+
+
 class TrainerConfig(_Strict):
     optim: OptimConfig = Field(default_factory=OptimConfig)
     loss: LossConfig = Field(default_factory=LossConfig)
@@ -62,3 +76,5 @@ class TrainerConfig(_Strict):
     """Write `checkpoints/step_N/` every N steps (0: only at the end)."""
     keep_broadcasts: int = Field(2, ge=1)
     """Weight broadcasts kept on disk (older ones are deleted)."""
+    lora: LoraConfig | None = None
+    """Train LoRA adapters instead of every weight (`[trainer.lora]`); None (the default): full fine-tuning."""

@@ -7,7 +7,9 @@ the engine), write a checkpoint every `checkpoint_interval` steps and after the 
 step's metrics in `steps/step_N/trainer.json`. The report comes last, so when the orchestrator reads
 it the broadcast is already stable.
 
-`resume_step` k > 0 restores checkpoint k (weights, optimizer, scheduler, RNGs) and continues at k+1.
+`resume_step` k > 0 restores checkpoint k (weights, optimizer, scheduler, RNGs), makes sure
+`broadcasts/step_k/` exists (the orchestrator puts the engine on it) and continues at k+1. With
+`[trainer.lora]` the policy trains adapters and every broadcast carries the merged weights.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ import torch
 
 from looprl.launch.config import RLConfig
 from looprl.launch.handoff import TrainBatch, TrainerReport, wait_model, write_model
-from looprl.store.paths import batch_path, trainer_report_path
-from looprl.trainer.broadcast import broadcast_weights
+from looprl.store.paths import batch_path, broadcast_dir, trainer_report_path
+from looprl.trainer.broadcast import broadcast_weights, is_stable
 from looprl.trainer.checkpoint import load_checkpoint, save_checkpoint
+from looprl.trainer.lora import add_lora, servable
 from looprl.trainer.loss import select
 from looprl.trainer.model import load_policy
 from looprl.trainer.optim import build_optimizer, build_scheduler
@@ -35,11 +38,15 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_policy(cfg.model.name, tcfg.dtype)
+    if tcfg.lora is not None:
+        model = add_lora(model, tcfg.lora)
     ref_model = load_policy(cfg.model.name, tcfg.dtype)[0].eval() if tcfg.loss.kl_coef > 0 else None
     optimizer = build_optimizer(model, tcfg.optim.lr, tcfg.optim.weight_decay, tcfg.optim.betas)
     scheduler = build_scheduler(optimizer, tcfg.optim.warmup_steps)
     if resume_step:
         load_checkpoint(run_dir, resume_step, model, optimizer, scheduler)
+        if not is_stable(broadcast_dir(run_dir, resume_step)):  # the engine resumes from this broadcast
+            broadcast_weights(run_dir, resume_step, servable(model), keep=tcfg.keep_broadcasts)
         log.info("resumed from checkpoint step {}", resume_step)
     token_loss, normalize = select.token_loss(tcfg.loss), select.normalize(tcfg.loss)
 
@@ -50,7 +57,7 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
         metrics = train_step(model, optimizer, scheduler, batch.micro_batches, token_loss, normalize,
                              tcfg.optim.max_grad_norm, ref_model, tcfg.loss.kl_coef)
         broadcast_start = time.perf_counter()
-        broadcast_weights(run_dir, step, model, keep=tcfg.keep_broadcasts)
+        broadcast_weights(run_dir, step, servable(model), keep=tcfg.keep_broadcasts)
         metrics["broadcast_time_s"] = time.perf_counter() - broadcast_start
         if (tcfg.checkpoint_interval and step % tcfg.checkpoint_interval == 0) or step == cfg.max_steps:
             save_checkpoint(run_dir, step, model, tokenizer, optimizer, scheduler, batch.progress)

@@ -1,0 +1,18 @@
+"""`--resume` picks the latest complete checkpoint and removes every file of the steps after it."""
+
+from looprl.launch.rl_command import resumable_step
+from looprl.store.paths import batch_path, broadcast_dir, checkpoint_dir, progress_path
+
+
+def test_resume_from_the_latest_complete_checkpoint_drops_later_steps(tmp_path):
+    for step in (2, 4):
+        progress_path(tmp_path, step).parent.mkdir(parents=True)
+        progress_path(tmp_path, step).write_text("{}")
+    checkpoint_dir(tmp_path, 6).mkdir()  # being written when the run died: no progress.json
+    for step in range(1, 7):
+        batch_path(tmp_path, step).parent.mkdir(parents=True)
+        batch_path(tmp_path, step).write_text("{}")
+        broadcast_dir(tmp_path, step).mkdir(parents=True)
+    assert resumable_step(tmp_path) == 4
+    assert sorted(p.name for p in (tmp_path / "steps").iterdir()) == ["step_1", "step_2", "step_3", "step_4"]
+    assert sorted(p.name for p in (tmp_path / "broadcasts").iterdir()) == ["step_1", "step_2", "step_3", "step_4"]

@@ -4,7 +4,8 @@ For each step N (from 1):
 
 1. Bound the lag: wait until the engine runs weights version >= N - 1 - max_off_policy_steps. With
    the default of 1, generating step N overlaps the trainer's step N-1.
-2. Every `eval.interval` steps (and after the last one), evaluate on the eval split.
+2. Every `eval.interval` steps from step 1 (whose eval measures the initial model), and after the
+   last step, evaluate on the eval split.
 3. Rollouts: `batch_size / group_size` groups of sibling rollouts through the gateway, which records
    every model call with its token ids and logprobs.
 4. Rewards -> advantages: components weighted into a total (zero-filled across the batch), reward
@@ -98,7 +99,7 @@ class Orchestrator:
         await self.weights.wait_for(max(0, step - 1 - ocfg.max_off_policy_steps))
         metrics: dict[str, Any] = {"wait_time_s": time.perf_counter() - started,
                                    "off_policy_lag": float(step - 1 - self.weights.version)}
-        if ocfg.eval.interval and step % ocfg.eval.interval == 0 and step != cfg.max_steps:
+        if ocfg.eval.interval and (step - 1) % ocfg.eval.interval == 0 and step != cfg.max_steps:
             metrics.update(await self.evaluate(step))
 
         # 1. rollouts: whole groups of siblings, every model call recorded by the gateway

@@ -1,10 +1,12 @@
 """The decode batch: rows of different lengths sharing one left-padded KV cache.
 
-Continuous batching on plain transformers: each new request is prefilled on its own (no padding,
-so its prompt is processed exactly as in a teacher-forced pass), then its cache is left-padded to
-the batch's length and concatenated on the batch axis. Every decode step feeds one token per row
-with explicit position ids and an attention mask that hides the padding. Finished rows are removed
-with an index select, and columns that became padding for every row are trimmed off the left.
+Continuous batching on plain transformers. Prompts admitted together are prefilled in one
+left-padded forward pass (as `generate` does: on a CPU, one pass over many rows costs far less than
+many passes over one row each). Their cache is then left-padded to the running batch's length and
+concatenated on the batch axis. Every decode step feeds one token per row with explicit position
+ids and an attention mask that hides the padding. Finished rows are removed with an index select,
+and columns that became padding for every row are trimmed off the left. Cache entries at padded
+positions are zeroed, so nothing computed for padding can leak into real rows.
 """
 
 from __future__ import annotations
@@ -17,28 +19,34 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache, LlamaForCausalLM
 
-
 # transformers 5.x renamed the forward argument `past_key_values` to `cache`.
 _CACHE_ARG = "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
 
 
 @dataclass
 class Prefill:
-    """One prompt run on its own: its KV cache (repeated for `n` rows) and next-token logits [n, vocab]."""
+    """Prompts run together: their KV cache and mask (one row per copy) and next-token logits [rows, vocab]."""
 
     cache: DynamicCache
+    mask: torch.Tensor
     logits: torch.Tensor
-    length: int
 
 
 @torch.inference_mode()
-def prefill(model: Any, prompt_ids: list[int], copies: int) -> Prefill:
-    """Run one prompt (no padding, exactly as a teacher-forced pass would) for `copies` rows."""
-    out = model(input_ids=torch.tensor([prompt_ids]), use_cache=True, logits_to_keep=1)
+def prefill(model: Any, prompts: list[list[int]], copies: list[int]) -> Prefill:
+    """Run `prompts` in one left-padded pass; prompt i gets `copies[i]` consecutive rows."""
+    length = max(len(p) for p in prompts)
+    ids = torch.tensor([[0] * (length - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (length - len(p)) + [1] * len(p) for p in prompts])
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
     cache = out.cache if _CACHE_ARG == "cache" else out.past_key_values
-    if copies > 1:
-        cache.batch_repeat_interleave(copies)
-    return Prefill(cache, out.logits[:, -1].expand(copies, -1), len(prompt_ids))
+    index = torch.repeat_interleave(torch.arange(len(prompts)), torch.tensor(copies))
+    padding = (mask[index] == 0)[:, None, :, None]
+    for layer in cache.layers:
+        layer.keys = layer.keys[index].masked_fill(padding, 0.0)
+        layer.values = layer.values[index].masked_fill(padding, 0.0)
+    return Prefill(cache, mask[index], out.logits[index, -1])
 
 
 class DecodeBatch:
@@ -53,18 +61,16 @@ class DecodeBatch:
         return self.mask.shape[0]
 
     @torch.inference_mode()
-    def add(self, prefills: list[Prefill]) -> torch.Tensor:
-        """Append the rows of `prefills` (one concatenation per layer); return their logits [rows, vocab]."""
-        parts = [(self.cache, self.mask)] if self.cache is not None else []
-        parts += [(p.cache, torch.ones(p.logits.shape[0], p.length, dtype=torch.long)) for p in prefills]
-        length = max(mask.shape[1] for _, mask in parts)
-        merged = parts[0][0]
-        for i, layer in enumerate(merged.layers):
-            layer.keys = torch.cat([_pad_left(cache.layers[i].keys, length) for cache, _ in parts])
-            layer.values = torch.cat([_pad_left(cache.layers[i].values, length) for cache, _ in parts])
-        self.cache = merged
-        self.mask = torch.cat([_pad_left(mask, length) for _, mask in parts])
-        return torch.cat([p.logits for p in prefills])
+    def add(self, new: Prefill) -> None:
+        """Append the rows of `new` after the running ones."""
+        if self.cache is None:
+            self.cache, self.mask = new.cache, new.mask
+            return
+        length = max(self.mask.shape[1], new.mask.shape[1])
+        for mine, theirs in zip(self.cache.layers, new.cache.layers):
+            mine.keys = torch.cat([_pad_left(mine.keys, length), _pad_left(theirs.keys, length)])
+            mine.values = torch.cat([_pad_left(mine.values, length), _pad_left(theirs.values, length)])
+        self.mask = torch.cat([_pad_left(self.mask, length), _pad_left(new.mask, length)])
 
     @torch.inference_mode()
     def decode(self, model: Any, input_ids: list[int], positions: list[int]) -> torch.Tensor:

@@ -1,8 +1,9 @@
 """The continuous-batching scheduler: one background thread owns the model.
 
 Requests (and weight updates) enter a thread-safe queue from the server's event loop. Between two
-decode steps the scheduler thread admits waiting requests in arrival order: each is prefilled and
-its `n` rows join the running batch, so a new request never waits for the batch to drain. Every
+decode steps the scheduler thread admits waiting requests in arrival order: they are prefilled
+together and their `n` rows each join the running batch, so a new request never waits for the
+batch to drain. Every
 step decodes one token for all rows in one forward pass, samples each row with its own parameters,
 and retires rows on EOS, a stop string, `max_tokens` or the context limit.
 
@@ -23,9 +24,11 @@ from typing import Any
 import torch
 from loguru import logger
 
-from looprl.inference.batch import DecodeBatch, Prefill, prefill
+from looprl.inference.batch import DecodeBatch, prefill
 from looprl.inference.sampling import LogprobsMode, SamplingParams, sample
 from looprl.inference.weights import WeightUpdate
+
+MAX_PREFILL_TOKENS = 8192  # padded prompt tokens per prefill pass: bounds its activation memory
 
 
 @dataclass
@@ -117,8 +120,8 @@ class Engine:
                 self._rows, self._batch = [], DecodeBatch()
 
     def _admit(self) -> None:
-        """Prefill waiting requests in order while they fit, then merge them into the batch at once."""
-        admitted: list[tuple[_Request, Prefill]] = []
+        """Admit waiting requests in order while they fit, prefill them in groups, join the batch."""
+        admitted: list[_Request] = []
         rows = len(self._rows)
         while self._waiting:
             head = self._waiting[0]
@@ -131,25 +134,25 @@ class Engine:
             if rows and rows + head.n > self.max_batch_size:
                 break
             self._waiting.popleft()
-            if head.future.done():  # cancelled while waiting
-                continue
+            if not head.future.done():  # else cancelled while waiting
+                admitted.append(head)
+                rows += head.n
+        for group in _prefill_groups(admitted):
             try:
-                admitted.append((head, prefill(self.model, head.prompt_ids, head.n)))
-            except Exception as e:  # this prompt failed; the running batch is untouched
+                new = prefill(self.model, [r.prompt_ids for r in group], [r.n for r in group])
+            except Exception as e:  # these prompts failed; the running batch is untouched
                 logger.exception("prefill failed")
-                _resolve(head, error=e)
+                for request in group:
+                    _resolve(request, error=e)
                 continue
-            rows += head.n
-        if not admitted:
-            return
-        logits = self._batch.add([p for _, p in admitted])
-        new_rows = []
-        for request, _ in admitted:
-            seed = request.params.seed
-            generator = None if seed is None else torch.Generator().manual_seed(seed)
-            new_rows += [_Row(request, i, generator) for i in range(request.n)]
-        self._rows.extend(new_rows)
-        self._advance(new_rows, logits)
+            self._batch.add(new)
+            new_rows = []
+            for request in group:
+                seed = request.params.seed
+                generator = None if seed is None else torch.Generator().manual_seed(seed)
+                new_rows += [_Row(request, i, generator) for i in range(request.n)]
+            self._rows.extend(new_rows)
+            self._advance(new_rows, new.logits)
 
     def _step(self) -> None:
         inputs = [row.completion.token_ids[-1] for row in self._rows]
@@ -203,6 +206,21 @@ class Engine:
             update.loop.call_soon_threadsafe(_set_result, update.future, None)
         except Exception as e:
             update.loop.call_soon_threadsafe(_set_exception, update.future, e)
+
+
+def _prefill_groups(requests: list[_Request]) -> list[list[_Request]]:
+    """Consecutive requests grouped so that each left-padded prefill stays under MAX_PREFILL_TOKENS."""
+    groups: list[list[_Request]] = []
+    longest = 0
+    for request in requests:
+        longest_with = max(longest, len(request.prompt_ids))
+        if groups and longest_with * (len(groups[-1]) + 1) <= MAX_PREFILL_TOKENS:
+            groups[-1].append(request)
+            longest = longest_with
+        else:
+            groups.append([request])
+            longest = len(request.prompt_ids)
+    return groups
 
 
 def _resolve(request: _Request, error: Exception | None = None) -> None:

@@ -5,6 +5,7 @@ import asyncio
 import pytest
 import torch
 
+from looprl.inference.batch import DecodeBatch, prefill
 from looprl.inference.engine import Engine
 from looprl.inference.sampling import SamplingParams
 from looprl.inference.weights import WeightsError, load_update
@@ -38,14 +39,33 @@ async def staggered(engine, items, delay=0.01):
     return await asyncio.gather(*tasks)
 
 
-async def test_batched_logprobs_match_teacher_forcing(engine):
+@pytest.mark.parametrize("delay", [0.0, 0.01])
+async def test_batched_logprobs_match_teacher_forcing(engine, delay):
     ps = prompts(engine.tokenizer, 6)
     items = [(p, SamplingParams(max_tokens=10 + 5 * i, seed=i), 1 + i % 2) for i, p in enumerate(ps)]
-    results = await staggered(engine, items)
+    results = await staggered(engine, items, delay)
     for prompt, completions in zip(ps, results):
         for c in completions:
             expected = teacher_forced(engine.model, prompt, c.token_ids)
             assert torch.allclose(torch.tensor(c.logprobs), expected, atol=1e-4)
+
+
+def test_padded_prefill_and_decode_match_single_passes(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    ps = prompts(tokenizer, 3)
+    batch = DecodeBatch()
+    new = prefill(model, ps, [2, 1, 1])
+    batch.add(new)
+    rows = [ps[0], ps[0], ps[1], ps[2]]
+    with torch.no_grad():
+        for row, prompt in enumerate(rows):
+            assert torch.allclose(new.logits[row], model(torch.tensor([prompt])).logits[0, -1], atol=1e-4)
+        nxt = [5, 6, 7, 8]
+        logits = batch.decode(model, nxt, [len(p) for p in rows])
+        for row, prompt in enumerate(rows):
+            assert torch.allclose(logits[row], model(torch.tensor([prompt + [nxt[row]]])).logits[0, -1], atol=1e-4)
+    batch.keep([3, 2])
+    assert batch.size == 2 and batch.mask.shape[1] == len(ps[2]) + 1  # the longest left: no all-padding column
 
 
 async def test_greedy_batched_equals_alone(engine):

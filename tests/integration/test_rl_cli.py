@@ -67,6 +67,7 @@ def test_rl_runs_checkpoints_and_resumes(tmp_path):
     assert f"looprl metrics {run}" in out
     for name in ("inference", "orchestrator", "trainer"):
         assert (run / "logs" / f"{name}.log").stat().st_size > 0
+    assert (run / "logs" / "envs" / "train" / "CharsEnv" / "env_server.log").is_file()
     assert "step 3 | reward" in (run / "logs" / "orchestrator.log").read_text()
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_2", "step_3"]
     assert (run / "broadcasts" / "step_3" / "STABLE").is_file() and (run / "config.toml").is_file()

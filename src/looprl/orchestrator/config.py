@@ -31,6 +31,8 @@ class EnvConfig(_Strict):
     """Split the periodic evaluation runs on."""
     max_train_examples: int | None = Field(None, ge=1)
     """Load at most this many training examples (None: all)."""
+    workers: int = Field(1, ge=1)
+    """Env worker processes per split (env code never runs in the orchestrator's process)."""
 
 
 class EvalSettings(_Strict):

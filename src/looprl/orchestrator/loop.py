@@ -13,6 +13,9 @@ For each step N (from 1):
    with no non-zero advantage are skipped and counted.
 5. Samples from the recorded calls, packed by token budget into `steps/step_N/batch.json`.
 6. Store: the rollouts at once; the step's metrics when the trainer's report for step N arrives.
+
+Env code runs in env server worker processes (`EnvServerHost`, logs under `logs/envs/`), never on
+this process's event loop.
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from looprl.envs.loading import default_base_dir, env_name, instantiate, load_env_class
+from looprl.envs.loading import default_base_dir, env_name
 from looprl.envs.types import DatasetSplit, Example, RolloutResult
-from looprl.envserver.thread_host import ThreadEnvHost
+from looprl.envserver.host import EnvServerHost
 from looprl.gateway.app import Gateway
 from looprl.launch.config import RLConfig
 from looprl.launch.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
@@ -54,8 +57,9 @@ class Orchestrator:
         if sampling.seed is None:
             sampling = sampling.model_copy(update={"seed": cfg.seed})
         self.gateway = Gateway(f"{engine_url}/v1", model_name, sampling, cfg.orchestrator.context_budget)
-        env_cls = load_env_class(cfg.env.source)
-        self.host = ThreadEnvHost(lambda: instantiate(env_cls, cfg.env.args), log_level=cfg.log.level)
+        self.host = EnvServerHost(cfg.env.source, self.run_dir, env_args=cfg.env.args,
+                                  splits=(cfg.env.train_split, cfg.env.eval_split), workers=cfg.env.workers,
+                                  env_level=cfg.log.level, json_logging=cfg.log.json_logging)
         self.writer = RunStoreWriter(self.run_dir)
         self.url_template = ""
         self.pending: dict[int, dict[str, Any]] = {}

@@ -78,8 +78,8 @@ class Engine:
         self._thread = threading.Thread(target=self._loop, name="looprl-engine", daemon=True)
 
     def start(self) -> None:
-        # One forward pass on the calling (main) thread first: measured with torch 2.13 on CPU, every
-        # op on the engine thread runs about twice as slow while the main thread has never run one.
+        # One forward pass on the calling (main) thread first: with torch 2.13 on CPU we measured the
+        # engine thread's ops running about twice as slow while the main thread had never run one.
         with torch.inference_mode():
             self.model(input_ids=torch.tensor([[0]]))
         self._thread.start()

@@ -88,9 +88,10 @@ def test_rl_runs_checkpoints_and_resumes(tmp_path):
 
 
 def test_rl_with_lora_trains_adapters_and_resumes(tmp_path):
+    """Also the process-log layout with `log.json_logging`: every process line is one JSON object."""
     cfg = config(tmp_path)
     run = tmp_path / "run"
-    lora = ["--trainer.lora.rank", "4", "--trainer.checkpoint_interval", "1"]
+    lora = ["--trainer.lora.rank", "4", "--trainer.checkpoint_interval", "1", "--log.json_logging", "true"]
     looprl("rl", "@", str(cfg), "--max_steps", "2", *lora)
     assert (run / "checkpoints" / "step_2" / "adapter_model.safetensors").is_file()
     assert (run / "broadcasts" / "step_2" / "model.safetensors").is_file()  # merged, for the engine
@@ -98,3 +99,10 @@ def test_rl_with_lora_trains_adapters_and_resumes(tmp_path):
     looprl("rl", "@", str(cfg), "--max_steps", "3", "--resume", *lora)
     assert store_steps(run) == ([1, 2, 3], [(1, 8), (2, 8), (3, 8)])
     assert "engine on weights version 2" in (run / "logs" / "orchestrator.log").read_text()
+    for name in ("trainer", "orchestrator"):
+        lines = (run / "logs" / f"{name}.log").read_text().splitlines()
+        records = [json.loads(line) for line in lines]
+        assert records and all(r["process"] == name for r in records)
+    for split in ("train", "eval"):
+        env_logs = run / "logs" / "envs" / split / "CharsEnv"
+        assert (env_logs / "env_server.log").is_file() and (env_logs / "env_worker_0.log").is_file()

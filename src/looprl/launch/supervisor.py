@@ -30,7 +30,9 @@ class Child:
     def start(self, argv: Sequence[str]) -> Child:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # Progress bars (tqdm, as transformers draws them) are noise in a log file and would break
+        # the one-JSON-object-per-line promise of `log.json_logging`.
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
         self.process = subprocess.Popen(list(argv), stdout=self._log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, env=env, preexec_fn=_die_with_parent)
         return self

@@ -136,6 +136,7 @@ def _route_stdlib(log_level: str | int) -> None:
     root = logging.getLogger()
     root.handlers[:] = [h for h in root.handlers if not isinstance(h, InterceptHandler)]
     root.addHandler(InterceptHandler(level=logging.NOTSET))
+    logging.captureWarnings(True)  # `warnings.warn` (FutureWarning, ...) as log records, not raw stderr
     level = logging.getLevelName(log_level.upper()) if isinstance(log_level, str) else log_level
     root.setLevel(level)
     for name in QUIET_LOGGERS:

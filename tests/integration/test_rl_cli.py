@@ -99,7 +99,7 @@ def test_rl_with_lora_trains_adapters_and_resumes(tmp_path):
     looprl("rl", "@", str(cfg), "--max_steps", "3", "--resume", *lora)
     assert store_steps(run) == ([1, 2, 3], [(1, 8), (2, 8), (3, 8)])
     assert "engine on weights version 2" in (run / "logs" / "orchestrator.log").read_text()
-    for name in ("trainer", "orchestrator"):
+    for name in ("trainer", "orchestrator", "inference"):
         lines = (run / "logs" / f"{name}.log").read_text().splitlines()
         records = [json.loads(line) for line in lines]
         assert records and all(r["process"] == name for r in records)

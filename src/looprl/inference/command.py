@@ -27,11 +27,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+    parser.add_argument("--log-level", default="INFO", help="process log level (default: INFO)")
+    parser.add_argument("--json-logging", action="store_true", help="one JSON object per log line")
+
+
 def run(args: argparse.Namespace) -> int:
     import uvicorn
-    from loguru import logger
 
     from looprl.models import load_model_and_tokenizer, resolve_model
+    from looprl.utils.logger import setup_logger
+
+    logger = setup_logger(args.log_level, args.json_logging, process="inference")
 
     path = resolve_model(args.model)  # a bad name fails here, before the heavy imports below
     from looprl.inference.engine import Engine
@@ -41,5 +47,6 @@ def run(args: argparse.Namespace) -> int:
     model, tokenizer = load_model_and_tokenizer(str(path), dtype=args.dtype)
     engine = Engine(model, tokenizer, max_batch_size=args.max_batch_size, logprobs_mode=args.logprobs_mode)
     app = create_app(engine, args.served_model_name or args.model)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+    # log_config=None: uvicorn's records go through stdlib logging into the process logger
+    uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False)
     return 0

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from loguru import logger
+from looprl.utils.logger import get_logger
 
 from looprl.inference.batch import DecodeBatch, prefill
 from looprl.inference.sampling import LogprobsMode, SamplingParams, sample
@@ -118,7 +118,7 @@ class Engine:
                 if self._rows:
                     self._step()
             except Exception as e:  # a failed forward pass fails the requests in it, not the server
-                logger.exception("engine step failed")
+                get_logger().exception("engine step failed")
                 for row in self._rows:
                     _resolve(row.request, error=e)
                 self._rows, self._batch = [], DecodeBatch()
@@ -145,7 +145,7 @@ class Engine:
             try:
                 new = prefill(self.model, [r.prompt_ids for r in group], [r.n for r in group])
             except Exception as e:  # these prompts failed; the running batch is untouched
-                logger.exception("prefill failed")
+                get_logger().exception("prefill failed")
                 for request in group:
                     _resolve(request, error=e)
                 continue
@@ -206,7 +206,7 @@ class Engine:
             update.apply(self.model)
             self.weights_version = update.version if update.version is not None else self.weights_version + 1
             self.weights_path = str(update.path)
-            logger.info("loaded weights version {} from {}", self.weights_version, update.path)
+            get_logger().info("loaded weights version {} from {}", self.weights_version, update.path)
             update.loop.call_soon_threadsafe(_set_result, update.future, None)
         except Exception as e:
             update.loop.call_soon_threadsafe(_set_exception, update.future, e)

@@ -90,7 +90,8 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     print(f"looprl rl: run directory {run_dir} (logs in {log_path(run_dir, '*')})" +
           (f", resuming after step {resume_step}" if resume_step else ""), flush=True)
     engine = EngineProcess(cfg.model.name, log_path=log_path(run_dir, "inference"),
-                           extra_args=["--max-batch-size", str(cfg.inference.max_batch_size)])
+                           extra_args=["--max-batch-size", str(cfg.inference.max_batch_size),
+                                       "--log-level", cfg.log.level, *(["--json-logging"] if cfg.log.json_logging else [])])
     children: list[Child] = []
     with engine:
         try:

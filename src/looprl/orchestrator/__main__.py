@@ -19,20 +19,15 @@ def main() -> int:
     parser.add_argument("--model-name", help="the name the engine serves (default: model.name)")
     parser.add_argument("--resume-step", type=int, default=0, help="continue after this checkpoint step")
     args = parser.parse_args()
-    from looprl.launch.config import read_run_config
-    from looprl.utils.logger import setup_logger
+    from looprl.launch.entry import run_process
 
-    cfg = read_run_config(args.run_dir)
-    log = setup_logger(cfg.log.level, cfg.log.json_logging, process="orchestrator")
-    try:
+    def orchestrate(cfg) -> None:
         from looprl.orchestrator.loop import Orchestrator
 
         orchestrator = Orchestrator(cfg, args.run_dir, args.engine_url, args.model_name or cfg.model.name)
         asyncio.run(orchestrator.run(args.resume_step))
-    except Exception:
-        log.exception("orchestrator failed")
-        return 1
-    return 0
+
+    return run_process("orchestrator", args.run_dir, orchestrate)
 
 
 if __name__ == "__main__":

@@ -42,24 +42,14 @@ def run(args: argparse.Namespace) -> int:
 
     from looprl.envs.loading import load_env_class, parse_env_args
     from looprl.gateway.sampling import SamplingParams
+    from looprl.orchestrator.endpoint import model_endpoint
     from looprl.orchestrator.eval_run import EvalConfig, run_eval
     from looprl.orchestrator.summary import print_summary
 
     load_env_class(args.env)  # fail fast on a bad ENV, before starting an engine
     env_args = parse_env_args(args.env_args)
     with contextlib.ExitStack() as stack:
-        if args.base_url:
-            base_url, model = args.base_url, args.model or "default"
-        else:
-            from looprl.inference.process import EngineProcess
-            from looprl.models import DEFAULT_MODEL
-
-            args.output.mkdir(parents=True, exist_ok=True)
-            print(f"starting the embedded engine on {args.model or DEFAULT_MODEL} "
-                  f"(log: {args.output / 'logs' / 'inference.log'})")
-            engine = stack.enter_context(EngineProcess(args.model or DEFAULT_MODEL,
-                                                       log_path=args.output / "logs" / "inference.log"))
-            base_url, model = engine.base_url, engine.model_name
+        base_url, model = model_endpoint(stack, args.base_url, args.model, args.output / "logs" / "inference.log")
         cfg = EvalConfig(
             env=args.env, env_args=env_args, base_dir=args.base_dir, split=args.split,
             num_examples=args.num_examples, rollouts_per_example=args.rollouts_per_example,

@@ -74,18 +74,14 @@ async def _validate(args: argparse.Namespace, base_url: str, model: str) -> list
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+    import tempfile
+
+    from looprl.orchestrator.endpoint import model_endpoint
+
+    log = Path(tempfile.gettempdir()) / f"looprl-validate-{os.getpid()}" / "inference.log"  # created only if used
     with contextlib.ExitStack() as stack:
-        if args.base_url:
-            base_url, model = args.base_url, args.model or "default"
-        else:
-            import tempfile
-
-            from looprl.inference.process import EngineProcess
-            from looprl.models import DEFAULT_MODEL
-
-            log = Path(tempfile.mkdtemp(prefix="looprl-validate-")) / "inference.log"
-            engine = stack.enter_context(EngineProcess(args.model or DEFAULT_MODEL, log_path=log))
-            base_url, model = engine.base_url, engine.model_name
+        base_url, model = model_endpoint(stack, args.base_url, args.model, log)
         problems = asyncio.run(_validate(args, base_url, model))
     if problems:
         print(f"{args.env}: {len(problems)} contract problem(s):")

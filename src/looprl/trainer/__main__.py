@@ -15,19 +15,14 @@ def main() -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--resume-step", type=int, default=0, help="continue after this checkpoint step")
     args = parser.parse_args()
-    from looprl.launch.config import read_run_config
-    from looprl.utils.logger import setup_logger
+    from looprl.launch.entry import run_process
 
-    cfg = read_run_config(args.run_dir)
-    log = setup_logger(cfg.log.level, cfg.log.json_logging, process="trainer")
-    try:
+    def train(cfg) -> None:
         from looprl.trainer.loop import run
 
         run(cfg, args.run_dir, args.resume_step)
-    except Exception:
-        log.exception("trainer failed")
-        return 1
-    return 0
+
+    return run_process("trainer", args.run_dir, train)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import torch
 
 from looprl.models import DEFAULT_MODEL
 from looprl.orchestrator.advantages import group_advantages
+from looprl.orchestrator.config import OrchestratorConfig
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.types import TrainingSample
 from looprl.trainer.logprobs import token_logprobs
@@ -106,7 +107,8 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--prompt-len", type=int, nargs=2, default=(32, 96))
     parser.add_argument("--completion-len", type=int, nargs=2, default=(16, 128))
-    parser.add_argument("--token-budget", type=int, default=4096)
+    parser.add_argument("--token-budget", type=int, default=OrchestratorConfig.model_fields["token_budget"].default,
+                        help="looprl's packed row length (default: orchestrator.token_budget's default)")
     parser.add_argument("--steps", type=int, default=3, help="timed steps each (after one warm-up step)")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()

@@ -57,7 +57,9 @@ def store_steps(run: Path) -> tuple[list[int], list[tuple[int, int]]]:
     with sqlite3.connect(run / "looprl.db") as db:
         steps = [r[0] for r in db.execute("SELECT step FROM steps ORDER BY step")]
         rollouts = list(db.execute("SELECT step, count(*) FROM rollouts WHERE split='train' GROUP BY step ORDER BY step"))
-    return steps, rollouts
+        dropped = dict(db.execute("SELECT step, json_extract(metrics, '$.rollouts_dropped') FROM steps"))
+    # rollouts dropped as too far off-policy are stored at the step that dropped them
+    return steps, [(step, count - int(dropped.get(step) or 0)) for step, count in rollouts]
 
 
 def test_rl_runs_checkpoints_and_resumes(tmp_path):
@@ -78,6 +80,7 @@ def test_rl_runs_checkpoints_and_resumes(tmp_path):
     assert all("reward" in r and "train/loss" in r and "train/mismatch_kl" in r for r in rows)
     assert "eval/reward" in rows[0] and "eval/reward" not in rows[1] and "eval/reward" in rows[2]  # steps 1, 3, end
     assert rows[0]["train/mismatch_kl"] < 1e-3  # step 1 trains on its own weights' samples
+    assert all("groups_dropped" in r and "rollouts_dropped" in r and r["off_policy_lag"] <= 1 for r in rows)
     assert "reward" in looprl("metrics", str(run)).stdout
 
     shutil.rmtree(run / "checkpoints" / "step_3")

@@ -10,6 +10,13 @@ Context budget: the rollout's context (prompt + completion tokens of its latest 
 `context_budget` tokens. A call whose context already reached the budget is refused with HTTP 400,
 code `context_budget_exceeded` (the env loop ends the rollout as `context_exceeded`); otherwise
 `max_tokens` is capped to the room left.
+
+Connection failures: the gateway keeps idle client connections open for `SERVER_KEEPALIVE_S`,
+longer than env clients pool them. Toward the upstream, pooled connections are dropped after
+`KEEPALIVE_S`, below the 5 s after which uvicorn (the embedded engine, vLLM) closes idle ones, so a
+request is not sent down a socket the server is closing. A request that still fails to connect or
+loses its connection before an answer is sent again, up to `ATTEMPTS` times, then recorded as a 502
+(the rollout's `model_error`).
 """
 
 from __future__ import annotations
@@ -30,6 +37,14 @@ from fastapi.responses import JSONResponse
 from looprl.gateway.recording import record_call
 from looprl.gateway.sampling import SamplingParams, apply_sampling
 from looprl.store.records import ModelCall
+from looprl.utils.logger import get_logger
+
+KEEPALIVE_S = 2.0
+SERVER_KEEPALIVE_S = 30
+ATTEMPTS = 3
+RETRY_DELAY_S = 0.5
+RETRIED = (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+"""Transport failures that happen before the upstream answered; timeouts are not retried."""
 
 
 def error_response(status: int, message: str, code: str, type_: str = "invalid_request_error") -> JSONResponse:
@@ -58,7 +73,7 @@ class Gateway:
         self.context_budget = context_budget
         self._sessions: dict[str, Session] = {}
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        limits = httpx.Limits(max_connections=1024, max_keepalive_connections=256)
+        limits = httpx.Limits(max_connections=1024, max_keepalive_connections=256, keepalive_expiry=KEEPALIVE_S)
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(3600, connect=30), limits=limits, headers=headers)
         self.app = self._build_app()
 
@@ -119,7 +134,7 @@ class Gateway:
             payload["max_tokens"] = min(payload.get("max_tokens") or room, room)
         started = time.time()
         try:
-            response = await self._client.post(f"{self.upstream}/chat/completions", json=payload)
+            response = await self._post(session.rollout_id, payload)
         except httpx.HTTPError as e:
             latency = time.time() - started
             message = f"upstream {self.upstream} unreachable: {type(e).__name__}: {e}"
@@ -142,6 +157,17 @@ class Gateway:
             session.context_tokens = call.prompt_tokens + call.completion_tokens
         return JSONResponse(data, status_code=response.status_code)
 
+    async def _post(self, rollout_id: str, payload: dict[str, Any]) -> httpx.Response:
+        url = f"{self.upstream}/chat/completions"
+        for attempt in range(1, ATTEMPTS):
+            try:
+                return await self._client.post(url, json=payload)
+            except RETRIED as e:
+                get_logger().warning("rollout {}: upstream call failed ({}: {}), attempt {} of {}; retrying",
+                                     rollout_id, type(e).__name__, e, attempt, ATTEMPTS)
+                await asyncio.sleep(RETRY_DELAY_S * attempt)
+        return await self._client.post(url, json=payload)  # the last attempt's failure is the call's error
+
     # serving ---------------------------------------------------------------------------------
 
     @asynccontextmanager
@@ -150,7 +176,9 @@ class Gateway:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
+        # env clients pool connections for httpx's default 5 s: keep ours open longer than that
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
+                                timeout_keep_alive=SERVER_KEEPALIVE_S)
         server = uvicorn.Server(config)
         task = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started:

@@ -6,8 +6,10 @@ For each step N (from 1):
    the default of 1, generating step N overlaps the trainer's step N-1.
 2. Every `eval.interval` steps from step 1 (whose eval measures the initial model), and after the
    last step, evaluate on the eval split.
-3. Rollouts: `batch_size / group_size` groups of sibling rollouts through the gateway, which records
-   every model call with its token ids and logprobs.
+3. Rollouts: the first `batch_size / group_size` groups of sibling rollouts to finish, from a pool
+   that keeps groups running across step boundaries (`inflight.GroupPool`); groups that started on
+   weights more than `max_off_policy_steps` behind are dropped (stored, counted, not trained). The
+   gateway records every model call with its token ids and logprobs.
 4. Rewards -> advantages: components weighted into a total (zero-filled across the batch), reward
    minus the group's mean; failed rollouts stay out of the loss unless `include_failed`; groups
    with no non-zero advantage are skipped and counted.
@@ -15,7 +17,8 @@ For each step N (from 1):
 6. Store: the rollouts at once; the step's metrics when the trainer's report for step N arrives.
 
 Env code runs in env server worker processes (`EnvServerHost`, logs under `logs/envs/`), never on
-this process's event loop.
+this process's event loop. A checkpoint saves the sampler's position after the last example
+started, so groups still in flight when a run stops are not replayed on `--resume`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from looprl.launch.config import RLConfig
 from looprl.launch.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
 from looprl.orchestrator.advantages import batch_advantages, rollout_reward
 from looprl.orchestrator.groups import run_group
+from looprl.orchestrator.inflight import GroupPool
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.samples import build_samples
 from looprl.orchestrator.sampler import ExampleSampler
@@ -72,10 +76,16 @@ class Orchestrator:
         status = "failed"
         try:
             sampler = await self._sampler(resume_step)
+            pool: GroupPool[Group] = GroupPool(
+                lambda: self.run_group(sampler.next(), "train", cfg.orchestrator.group_size),
+                lambda: self.weights.version, cfg.orchestrator.groups_per_step, cfg.orchestrator.max_off_policy_steps)
             async with self.gateway.serve() as self.url_template:
-                for step in range(resume_step + 1, cfg.max_steps + 1):
-                    await self.step(step, sampler)
-                    self.flush_reports()
+                try:
+                    for step in range(resume_step + 1, cfg.max_steps + 1):
+                        await self.step(step, sampler, pool)
+                        self.flush_reports()
+                finally:
+                    await pool.cancel()
                 await self.finish()
             status = "completed"
         finally:
@@ -97,20 +107,22 @@ class Orchestrator:
                               self.weights.version, state)
         return ExampleSampler(list(dataset), cfg.seed, state)
 
-    async def step(self, step: int, sampler: ExampleSampler) -> None:
+    async def step(self, step: int, sampler: ExampleSampler, pool: GroupPool[Group]) -> None:
         cfg, ocfg = self.cfg, self.cfg.orchestrator
         started = time.perf_counter()
         await self.weights.wait_for(max(0, step - 1 - ocfg.max_off_policy_steps))
-        metrics: dict[str, Any] = {"wait_time_s": time.perf_counter() - started,
-                                   "off_policy_lag": float(step - 1 - self.weights.version)}
+        metrics: dict[str, Any] = {"wait_time_s": time.perf_counter() - started}
         if ocfg.eval.interval and (step - 1) % ocfg.eval.interval == 0 and step != cfg.max_steps:
             metrics.update(await self.evaluate(step))
 
-        # 1. rollouts: whole groups of siblings, every model call recorded by the gateway
+        # 1. rollouts: the first whole groups of siblings to finish, fresh enough for this step
         gen_start = time.perf_counter()
-        examples = [sampler.next() for _ in range(ocfg.groups_per_step)]
-        groups: list[Group] = await asyncio.gather(*(self.run_group(e, "train", ocfg.group_size) for e in examples))
+        landed = await pool.collect(step, prefetch=step < cfg.max_steps, before_top_up=self.weights.sync)
         metrics["gen_time_s"] = time.perf_counter() - gen_start
+        groups = [g.group for g in landed.fresh]
+        metrics["off_policy_lag"] = sum(step - 1 - g.policy_version for g in landed.fresh) / len(landed.fresh)
+        metrics["groups_dropped"] = float(len(landed.stale))
+        metrics["rollouts_dropped"] = float(sum(len(g.group) for g in landed.stale))
 
         # 2. rewards and advantages per group; zero-advantage groups carry no signal
         results = [[r for r, _ in group] for group in groups]
@@ -126,7 +138,9 @@ class Orchestrator:
         micro_batches = pack(samples, ocfg.token_budget)
         write_model(batch_path(self.run_dir, step),
                     TrainBatch(step=step, micro_batches=micro_batches, progress={"sampler": sampler.state()}))
-        await asyncio.to_thread(self.writer.write_rollouts, records)
+        dropped = [self.record(r, calls, step, rollout_reward(r, ocfg.reward_weights), None)
+                   for g in landed.stale for r, calls in g.group]
+        await asyncio.to_thread(self.writer.write_rollouts, records + dropped)
 
         metrics.update(rollout_metrics(records, ocfg.reward_weights))
         metrics["groups_skipped"] = float(sum(a.skipped for a in advantages))

@@ -5,6 +5,8 @@ Metric names (the JSON object stored per step, `looprl metrics` prints them):
 - `reward`, `reward_std`, `reward/<component>`, `reward/<component>_std`: over scored rollouts,
   components zero-filled across the batch; `pass_rate`: share of scored rollouts with reward > 0.
 - `rollouts`, `failed`, `termination/<reason>`; `groups_skipped` (zero advantage, out of the batch).
+- `groups_dropped`, `rollouts_dropped`: groups that started on weights more than
+  `max_off_policy_steps` behind the step (stored with no advantage, not trained, not in the rewards).
 - `off_policy_lag`: mean number of optimizer steps between the policy that generated the batch and
   the one it trains.
 - `prompt_tokens`, `completion_tokens`, `completion_len` (mean per rollout), `samples`, `micro_batches`.
@@ -46,7 +48,7 @@ def summary_line(step: int, m: Mapping[str, Any]) -> str:
                           if k.startswith("reward/") and not k.endswith("_std"))
     reasons = ",".join(f"{k.removeprefix('termination/')}={int(v)}" for k, v in m.items() if k.startswith("termination/"))
     line = (f"step {step} | reward {m.get('reward', float('nan')):.3f} ({components}) pass {m.get('pass_rate', 0):.2f}"
-            f" | {reasons} skipped {int(m.get('groups_skipped', 0))} | len {m.get('completion_len', 0):.1f}"
+            f" | {reasons} skipped {int(m.get('groups_skipped', 0))} dropped {int(m.get('groups_dropped', 0))} | len {m.get('completion_len', 0):.1f}"
             f" | gen {m.get('gen_tokens_per_s', 0):.0f} tok/s {m.get('gen_time_s', 0):.1f}s wait {m.get('wait_time_s', 0):.1f}s")
     if "train/loss" in m:
         line += (f" | loss {m['train/loss']:.4f} entropy {m['train/entropy']:.3f} kl {m['train/mismatch_kl']:.2e}"

@@ -13,8 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-COLUMNS = ("reward", "pass_rate", "eval/reward", "completion_len", "groups_skipped", "train/loss", "train/entropy",
-           "train/mismatch_kl", "train/grad_norm", "gen_tokens_per_s", "train/train_tokens_per_s", "step_time_s")
+COLUMNS = ("reward", "pass_rate", "eval/reward", "completion_len", "groups_skipped", "groups_dropped", "train/loss",
+           "train/entropy", "train/mismatch_kl", "train/grad_norm", "gen_tokens_per_s", "train/train_tokens_per_s",
+           "step_time_s")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -90,3 +90,33 @@ async def test_unreachable_upstream_is_502():
         gw.open_session("a")
         r = await post(url, "a", {"messages": MESSAGES})
         assert r.status_code == 502 and gw.close_session("a")[0].status == 502
+
+
+async def test_a_dropped_upstream_connection_is_retried(monkeypatch):
+    with ScriptedServer(lambda b: Reply("ok")) as server:
+        gw = Gateway(server.base_url, "m")
+        monkeypatch.setattr("looprl.gateway.app.RETRY_DELAY_S", 0.0)
+        real_post, failures = gw._client.post, ["ReadError", "RemoteProtocolError"]
+
+        async def flaky_post(*args, **kwargs):
+            if failures:
+                raise getattr(httpx, failures.pop(0))("connection closed by peer")
+            return await real_post(*args, **kwargs)
+
+        monkeypatch.setattr(gw._client, "post", flaky_post)
+        async with gw.serve() as url:
+            gw.open_session("a")
+            r = await post(url, "a", {"messages": MESSAGES})
+            calls = gw.close_session("a")
+    assert r.status_code == 200 and [c.status for c in calls] == [200] and len(server.requests) == 1
+
+
+async def test_an_upstream_that_stays_unreachable_is_recorded_as_502(monkeypatch):
+    monkeypatch.setattr("looprl.gateway.app.RETRY_DELAY_S", 0.0)
+    gw = Gateway("http://127.0.0.1:9/v1", "m")  # the discard port: connections are refused
+    async with gw.serve() as url:
+        gw.open_session("a")
+        r = await post(url, "a", {"messages": MESSAGES})
+        calls = gw.close_session("a")
+    assert r.status_code == 502 and r.json()["error"]["code"] == "upstream_unreachable"
+    assert [c.status for c in calls] == [502] and "ConnectError" in calls[0].error

@@ -1,0 +1,95 @@
+"""Rollout groups in flight across step boundaries, and the off-policy bound on which may train.
+
+Groups are not tied to a step when they start. A step takes the first `groups_per_step` groups to
+finish, in completion order, so one slow group (a long multi-turn rollout, a tool that hangs) no
+longer leaves the engine idle at the end of every step: the groups behind it carry on into the
+next step.
+
+Each group is tagged with the engine's weights version when it started (the oldest policy any of
+its tokens can come from). A group that lands in step N is *fresh* if
+`N - 1 - version <= max_off_policy_steps` (step N trains the policy of version N - 1); a stale group
+is dropped, returned for the store and the step's `groups_dropped` count, and replaced.
+
+Groups for the next step start early (prefetch) only when they would still be fresh there, i.e.
+when the engine already runs version >= N - max_off_policy_steps. So when the trainer is the
+bottleneck (a CPU run), nothing is generated only to be thrown away; when generation is, the engine
+always has the next step's groups queued. Drops then come only from groups that outlive more than
+one step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass
+class Landed(Generic[T]):
+    """A finished group and the weights version it started on."""
+
+    group: T
+    policy_version: int
+
+
+@dataclass
+class Collected(Generic[T]):
+    fresh: list[Landed[T]]
+    stale: list[Landed[T]]
+
+
+class GroupPool(Generic[T]):
+    """Starts groups through `launch`, tags them with `version()`, hands them to steps as they finish."""
+
+    def __init__(self, launch: Callable[[], Awaitable[T]], version: Callable[[], int], groups_per_step: int,
+                 max_off_policy_steps: int) -> None:
+        self.launch, self.version = launch, version
+        self.groups_per_step, self.max_lag = groups_per_step, max_off_policy_steps
+        self.tasks: dict[asyncio.Task[T], int] = {}
+
+    def fresh_for(self, step: int, policy_version: int) -> bool:
+        return step - 1 - policy_version <= self.max_lag
+
+    async def collect(self, step: int, prefetch: bool = True,
+                      before_top_up: Callable[[], Awaitable[object]] | None = None) -> Collected[T]:
+        """The first `groups_per_step` groups fresh for `step` and the stale ones met on the way.
+
+        `prefetch`: also start groups for step + 1 when they would be fresh there (off for the last
+        step, so nothing is left running). `before_top_up` runs before groups are started (the
+        orchestrator loads newer weights there, so new groups start on the newest policy). An
+        exception from a group propagates; `cancel()` then stops the rest.
+        """
+        out: Collected[T] = Collected([], [])
+        while len(out.fresh) < self.groups_per_step:
+            if before_top_up is not None:
+                await before_top_up()
+            self._top_up(step, len(out.fresh), prefetch)
+            done, _ = await asyncio.wait(self.tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=self._order):
+                if len(out.fresh) == self.groups_per_step:
+                    break  # finished early: it waits in the pool for the next step
+                landed = Landed(task.result(), self.tasks.pop(task))
+                (out.fresh if self.fresh_for(step, landed.policy_version) else out.stale).append(landed)
+        return out
+
+    def _top_up(self, step: int, collected: int, prefetch: bool) -> None:
+        version = self.version()
+        target = self.groups_per_step - collected
+        if prefetch and self.fresh_for(step + 1, version):
+            target += self.groups_per_step
+        while len(self.tasks) < target:
+            self.tasks[asyncio.ensure_future(self.launch())] = version
+
+    def _order(self, task: asyncio.Task[T]) -> int:
+        """Among groups finished together, the oldest policy first (the one closest to going stale)."""
+        return self.tasks[task]
+
+    async def cancel(self) -> None:
+        """Stop every group still running (the run ended or failed)."""
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        self.tasks.clear()

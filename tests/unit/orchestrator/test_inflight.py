@@ -1,0 +1,114 @@
+"""The in-flight group pool: completion order, prefetch only when fresh, stale groups dropped."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from looprl.orchestrator.inflight import GroupPool
+
+
+class Groups:
+    """Launches groups that finish when the test releases them; records what was started."""
+
+    def __init__(self) -> None:
+        self.started: list[int] = []
+        self.gates: dict[int, asyncio.Event] = {}
+        self.version = 0
+
+    async def launch(self) -> int:
+        n = len(self.started)
+        self.started.append(n)
+        self.gates[n] = asyncio.Event()
+        await self.gates[n].wait()
+        return n
+
+    def release(self, *ns: int) -> None:
+        for n in ns:
+            self.gates[n].set()
+
+
+def pool(groups: Groups, per_step: int = 2, lag: int = 1) -> GroupPool[int]:
+    return GroupPool(groups.launch, lambda: groups.version, per_step, lag)
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_a_step_takes_the_first_groups_to_finish_and_the_rest_carry_over():
+    groups = Groups()
+    groups.version = 0
+    p = pool(groups, per_step=2, lag=1)
+    task = asyncio.ensure_future(p.collect(step=1, prefetch=True))
+    await settle()
+    # step 1 needs version >= -1 for itself and >= 0 for step 2: both hold, so 2 + 2 groups start
+    assert groups.started == [0, 1, 2, 3]
+    groups.release(3, 1)
+    got = await task
+    assert sorted(g.group for g in got.fresh) == [1, 3] and got.stale == []
+    assert len(p.tasks) == 2  # groups 0 and 2 run on into step 2
+    groups.release(0, 2)
+    got = await p.collect(step=2, prefetch=False)
+    assert sorted(g.group for g in got.fresh) == [0, 2]
+    assert len(p.tasks) == 0
+
+
+async def test_no_prefetch_while_the_next_step_would_find_the_groups_stale():
+    groups = Groups()
+    groups.version = 0
+    p = pool(groups, per_step=2, lag=1)
+    task = asyncio.ensure_future(p.collect(step=2, prefetch=True))  # step 3 needs version >= 1
+    await settle()
+    assert groups.started == [0, 1]
+    groups.release(0, 1)
+    await task
+    assert groups.started == [0, 1] and not p.tasks
+
+
+async def test_stale_groups_are_dropped_counted_and_replaced():
+    groups = Groups()
+    p = pool(groups, per_step=2, lag=1)
+    first = asyncio.ensure_future(p.collect(step=1, prefetch=True))
+    await settle()
+    groups.release(0, 1)
+    await first  # groups 2 and 3 (version 0) are still running
+    groups.version = 2  # the trainer raced ahead: version-0 groups are stale for step 3
+    groups.release(2)
+    got = asyncio.ensure_future(p.collect(step=3, prefetch=False))
+    await settle()
+    assert groups.started == [0, 1, 2, 3, 4]  # group 2 dropped, replaced on version 2
+    groups.release(3, 4)
+    await settle()
+    groups.release(*range(5, len(groups.started)))
+    result = await got
+    assert [g.group for g in result.stale] == [2, 3]
+    assert all(g.policy_version == 2 for g in result.fresh) and len(result.fresh) == 2
+
+
+async def test_before_top_up_runs_before_groups_start():
+    groups = Groups()
+    p = pool(groups, per_step=1, lag=0)
+
+    async def load_newer_weights() -> None:
+        groups.version = 7
+
+    task = asyncio.ensure_future(p.collect(step=8, prefetch=False, before_top_up=load_newer_weights))
+    await settle()
+    groups.release(0)
+    result = await task
+    assert result.fresh[0].policy_version == 7
+
+
+async def test_a_failing_group_propagates_and_cancel_stops_the_rest():
+    async def launch() -> int:
+        await asyncio.sleep(0)
+        raise RuntimeError("env host died")
+
+    p: GroupPool[int] = GroupPool(launch, lambda: 0, 2, 1)
+    with pytest.raises(RuntimeError, match="env host died"):
+        await p.collect(step=1)
+    await p.cancel()
+    assert not p.tasks

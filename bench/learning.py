@@ -5,7 +5,9 @@ Both train SmolLM2-135M-Instruct on `examples/demo` (single-digit additions, rew
 tokens), rollouts per step (32, groups of 8), learning rate, loss (token-level clipped ratio, no KL)
 and a fixed wall-clock budget each, one after the other. looprl runs as a user runs it (`looprl rl`,
 engine + orchestrator + trainer processes, one step of off-policy lag); TRL generates with
-`model.generate` in its own process. The clock starts when each is launched (model loading included).
+`model.generate` in its own process. The clock starts when each is launched (model loading included);
+a step's reward is timed when it became known: when looprl wrote the step's batch, when TRL called
+its reward functions (generation done, before the training step).
 
 Prints, per system, the mean train reward of each step against seconds since launch, and a summary:
 final reward (mean of the last 3 steps) and the seconds looprl needed to reach TRL's final reward.
@@ -68,8 +70,11 @@ def run_trl(args: argparse.Namespace) -> list[tuple[float, float]]:
     rows = [json.loads(line) for line in (DEMO / "data" / "train.jsonl").read_text().splitlines()]
     dataset = Dataset.from_list([{"prompt": r["prompt_messages"], "answer": r["answer"]} for r in rows] * 50)
 
+    scored_at: list[float] = []  # when each step's rewards were computed (generation done, before training)
+
     def component(name: str):  # noqa: ANN202
         def reward(completions, answer, **_):  # noqa: ANN001, ANN202
+            scored_at.append(time.time() - started)
             return [demo.score(c[-1]["content"].strip(), a)[name] for c, a in zip(completions, answer)]
         reward.__name__ = name
         return reward
@@ -79,7 +84,7 @@ def run_trl(args: argparse.Namespace) -> list[tuple[float, float]]:
     class Clock(TrainerCallback):
         def on_log(self, _args, state, control, logs=None, **kw):  # noqa: ANN001, ANN201
             if logs and "reward" in logs:
-                points.append((time.time() - started, logs["reward"]))
+                points.append((scored_at[-1], logs["reward"]))
 
         def on_step_end(self, _args, state, control, **kw):  # noqa: ANN001, ANN201
             control.should_training_stop = time.time() - started > args.budget_s

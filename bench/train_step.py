@@ -6,7 +6,8 @@ advantages), on-policy, with the same loss (token-level clipped ratio normalised
 tokens: TRL's `loss_type="dapo"`, looprl's defaults), entropy computed, grad clipping and the same
 fused AdamW.
 One step is forward + backward + optimizer step over the whole batch. TRL pads every sequence to
-the batch's longest prompt and completion; looprl packs them into rows of `--token-budget` tokens.
+the batch's longest prompt and completion; looprl packs them into rows of `--token-budget` tokens,
+computing each group's shared prompt once.
 The two alternate step by step, so load from other processes hits both alike. Throughput counts
 real tokens (prompt + completion, no padding) per second.
 
@@ -122,7 +123,8 @@ def main() -> None:
     tokens = sum(len(s.token_ids) for s in samples)
     padded = inputs["prompt_ids"].numel() + inputs["completion_ids"].numel()
     print(f"model {args.model}: {len(samples)} samples, {tokens} tokens ({sum(s.loss_tokens for s in samples)} "
-          f"completion), looprl {len(micro_batches)} packed rows, TRL {padded} padded tokens")
+          f"completion), looprl {len(micro_batches)} packed rows of {sum(len(mb.token_ids) for mb in micro_batches)} "
+          f"tokens (shared prompts once), TRL {padded} padded tokens")
 
     optimizer = build_optimizer(looprl_model, lr=LR)
     scheduler = build_scheduler(optimizer)

@@ -145,7 +145,6 @@ class Orchestrator:
         metrics.update(rollout_metrics(records, ocfg.reward_weights))
         metrics["groups_skipped"] = float(sum(a.skipped for a in advantages))
         metrics["samples"], metrics["micro_batches"] = float(len(samples)), float(len(micro_batches))
-        metrics["gen_tokens_per_s"] = metrics["completion_tokens"] / max(metrics["gen_time_s"], 1e-9)
         metrics["step_time_s"] = time.perf_counter() - started
         self.pending[step] = metrics
 

@@ -10,8 +10,10 @@ Metric names (the JSON object stored per step, `looprl metrics` prints them):
 - `off_policy_lag`: mean number of optimizer steps between the policy that generated the batch and
   the one it trains.
 - `prompt_tokens`, `completion_tokens`, `completion_len` (mean per rollout), `samples`, `micro_batches`.
-- `gen_time_s`, `gen_tokens_per_s` (completion tokens / generation wall time), `wait_time_s` (waiting
-  for the trainer's weights), `step_time_s`.
+- `gen_span_s` (first rollout start to last rollout end; groups may have started during the
+  previous step), `gen_tokens_per_s` (completion tokens / `gen_span_s`), `gen_time_s` (how long the
+  step waited for its groups: 0 when they all finished during the previous step), `wait_time_s`
+  (waiting for the trainer's weights), `step_time_s`.
 - From the trainer, prefixed `train/`: `loss`, `entropy`, `mismatch_kl`, `clipped_frac`, `grad_norm`,
   `lr`, `train_tokens_per_s`, `train_time_s`, ...
 - From evaluations, prefixed `eval/`: `reward`, `reward/<component>`, `pass_rate`, `policy_version`.
@@ -39,6 +41,9 @@ def rollout_metrics(records: Sequence[RolloutRecord], weights: Mapping[str, floa
     metrics["prompt_tokens"] = float(sum(r.prompt_tokens for r in records))
     metrics["completion_tokens"] = float(sum(r.completion_tokens for r in records))
     metrics["completion_len"] = metrics["completion_tokens"] / max(len(records), 1)
+    if records:
+        metrics["gen_span_s"] = max(r.finished_at for r in records) - min(r.started_at for r in records)
+        metrics["gen_tokens_per_s"] = metrics["completion_tokens"] / max(metrics["gen_span_s"], 1e-9)
     return metrics
 
 

@@ -30,14 +30,34 @@ class TrainingSample(BaseModel):
         return sum(self.loss_mask)
 
 
+class Tree(BaseModel):
+    """Samples laid out in a packed row: a prefix once, then each sample's continuation after it.
+
+    Samples of a GRPO group share their prompt, so the prompt is computed once and each sibling's
+    completion attends to it (`branches` are the continuations' lengths). A sample that shares its
+    prompt with no other is a tree with no branches: `prefix` is the whole sample.
+    """
+
+    prefix: int
+    branches: list[int] = []
+
+    @property
+    def length(self) -> int:
+        return self.prefix + sum(self.branches)
+
+
 class MicroBatch(BaseModel):
-    """Several samples packed into one row; `position_ids` restart at 0 at each sequence start."""
+    """Trees of samples packed into one row (the trainer's attention mask keeps them apart).
+
+    Position ids restart at 0 at each tree and continue from the prefix's length in each branch, so
+    every sample sees exactly the positions it had at generation.
+    """
 
     token_ids: list[int]
     position_ids: list[int]
     loss_mask: list[bool]
     inference_logprobs: list[float]
     advantages: list[float]
-    """The sample's advantage repeated over its tokens."""
-    sequence_lengths: list[int]
-    """Length of each packed sample, in order (they sum to `len(token_ids)`)."""
+    """The sample's advantage repeated over its tokens (0 over a shared prefix, which has no loss)."""
+    trees: list[Tree]
+    """The row's trees, in order (their lengths sum to `len(token_ids)`)."""

@@ -1,32 +1,41 @@
 """Per-token logprobs (and entropies) of a packed row under the model, by one teacher-forced pass.
 
-`position_ids` that restart at 0 make transformers build a block-diagonal causal mask (no
-`attention_mask`, no cache), so the samples packed in a row attend only to themselves. Entry t of
-the result is the logprob of token t given the tokens before it in its sequence. Only the positions
-that predict a loss token go through the vocabulary projection (`logits_to_keep` as indices): with a
-49k vocabulary that is a large share of the compute, and prompts need none of it. Other entries
-are 0.
+A row holds trees (`orchestrator.types.Tree`): a prefix, then branches that continue it. The
+attention mask lets a token see earlier tokens of its own tree's prefix and of its own branch,
+nothing else, so every sample is computed exactly as if it were alone, with its shared prompt
+computed once. Entry t of the result is the logprob of token t given what precedes it in its
+sample: for most tokens the logits at t-1, for a branch's first token the logits at its prefix's
+last token. Only positions that predict a loss token go through the vocabulary projection
+(`logits_to_keep` as indices): with a 49k vocabulary that is a large share of the compute, and
+prompts need none of it. Other entries are 0.
 
 Logprobs are of the raw logits (temperature 1), the engine's default `raw_logprobs` mode.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from looprl.orchestrator.types import Tree
+
 
 def token_logprobs(model: Any, token_ids: torch.Tensor, position_ids: torch.Tensor,
-                   loss_mask: torch.Tensor | None = None,
+                   loss_mask: torch.Tensor | None = None, trees: Sequence[Tree] | None = None,
                    with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`(logprobs [T], entropy [T] or None)` for a row of `T` tokens, filled where `loss_mask` (default:
-    every token but the first); entropy carries no gradient."""
+    """`(logprobs [T], entropy [T] or None)` for a row of `T` tokens laid out as `trees` (default: one
+    sequence), filled where `loss_mask` (default: every token but the first); entropy has no gradient."""
     if loss_mask is None:
         loss_mask = torch.arange(len(token_ids)) > 0
+    trees = trees or [Tree(prefix=len(token_ids))]
+    predecessor, attention = tree_layout(trees)
+    one_sequence = len(trees) == 1 and not trees[0].branches  # plain causal attention, no mask needed
     targets = loss_mask.nonzero().squeeze(1)
     logits = model(input_ids=token_ids[None], position_ids=position_ids[None], use_cache=False,
-                   logits_to_keep=targets - 1).logits[0]
+                   attention_mask=None if one_sequence else attention[None, None],
+                   logits_to_keep=predecessor[targets]).logits[0]
     logp_all = torch.log_softmax(logits.float(), dim=-1)
     logprobs = torch.zeros(len(token_ids), dtype=logp_all.dtype).index_put((targets,), logp_all.gather(
         1, token_ids[targets, None]).squeeze(1))
@@ -35,3 +44,26 @@ def token_logprobs(model: Any, token_ids: torch.Tensor, position_ids: torch.Tens
         with torch.no_grad():
             entropy = torch.zeros(len(token_ids)).index_put((targets,), -(logp_all.exp() * logp_all).sum(-1))
     return logprobs, entropy
+
+
+def tree_layout(trees: Sequence[Tree]) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(predecessor [T], attention [T, T] bool)`: the index whose logits predict each token, and
+    which tokens each token may attend to."""
+    tree_ids, branch_ids, predecessor = [], [], []
+    offset = 0
+    for t, tree in enumerate(trees):
+        tree_ids += [t] * tree.length
+        branch_ids += [0] * tree.prefix
+        predecessor += range(offset - 1, offset + tree.prefix - 1)
+        start = offset + tree.prefix
+        for b, n in enumerate(tree.branches, 1):
+            branch_ids += [b] * n
+            predecessor += [offset + tree.prefix - 1] + list(range(start, start + n - 1))
+            start += n
+        offset = start
+    tree_of, branch_of = torch.tensor(tree_ids), torch.tensor(branch_ids)
+    index = torch.arange(len(tree_ids))
+    attention = ((tree_of[:, None] == tree_of[None, :])
+                 & ((branch_of[None, :] == 0) | (branch_of[:, None] == branch_of[None, :]))
+                 & (index[None, :] <= index[:, None]))
+    return torch.tensor(predecessor), attention

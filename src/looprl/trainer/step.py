@@ -8,7 +8,8 @@
 
 Metrics are means over the step's loss tokens: `entropy` of the policy, `mismatch_kl` (k3 estimate
 of KL(inference || trainer) on the sampled tokens: ~0 when both run the same weights, growing with
-kernel mismatch and off-policy lag), `clipped_frac`, plus `loss`, `grad_norm`, `lr` and throughput.
+kernel mismatch and off-policy lag), `clipped_frac`, plus `loss`, `grad_norm`, `lr` and throughput
+(`tokens` are the tokens computed: a prompt shared by siblings counts once).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import torch
 
-from looprl.orchestrator.types import MicroBatch
+from looprl.orchestrator.types import MicroBatch, Tree
 from looprl.trainer.logprobs import token_logprobs
 from looprl.trainer.loss import TokenLoss, normalization, policy_loss
 from looprl.trainer.loss.kl import token_kl
@@ -47,11 +48,11 @@ def train_step(
         ids, pos = torch.tensor(mb.token_ids), torch.tensor(mb.position_ids)
         mask = torch.tensor(mb.loss_mask)
         inference = torch.tensor(mb.inference_logprobs)
-        logprobs, entropy = token_logprobs(model, ids, pos, mask, with_entropy=True)
+        logprobs, entropy = token_logprobs(model, ids, pos, mask, mb.trees, with_entropy=True)
         ref = None
         if ref_model is not None:
             with torch.no_grad():
-                ref, _ = token_logprobs(ref_model, ids, pos, mask)
+                ref, _ = token_logprobs(ref_model, ids, pos, mask, mb.trees)
         out = policy_loss(token_loss, logprobs, inference, torch.tensor(mb.advantages), w, ref, kl_coef)
         out.loss.backward()
         assert entropy is not None
@@ -86,10 +87,28 @@ def train_step(
 
 def step_weights(micro_batches: Sequence[MicroBatch], normalize: Normalization) -> list[torch.Tensor]:
     """Each micro-batch's per-token loss weights, normalised over every sequence of the step."""
-    masks = [list(torch.tensor(mb.loss_mask).split(mb.sequence_lengths)) for mb in micro_batches]
-    flat = normalize([m for seqs in masks for m in seqs])
-    weights, i = [], 0
-    for seqs in masks:
-        weights.append(torch.cat(flat[i:i + len(seqs)]))
-        i += len(seqs)
+    masks, spans = [], []
+    for i, mb in enumerate(micro_batches):
+        loss = torch.tensor(mb.loss_mask)
+        for start, end in sequence_spans(mb.trees):
+            masks.append(loss[start:end])
+            spans.append((i, start, end))
+    weights = [torch.zeros(len(mb.loss_mask)) for mb in micro_batches]
+    for w, (i, start, end) in zip(normalize(masks), spans):
+        weights[i][start:end] = w
     return weights
+
+
+def sequence_spans(trees: Sequence[Tree]) -> list[tuple[int, int]]:
+    """`(start, end)` in the row of each sample's loss-carrying tokens: a lone sample whole, each
+    branch of a shared prompt (the prompt carries no loss and belongs to no one sequence)."""
+    spans, offset = [], 0
+    for tree in trees:
+        if not tree.branches:
+            spans.append((offset, offset + tree.prefix))
+        start = offset + tree.prefix
+        for n in tree.branches:
+            spans.append((start, start + n))
+            start += n
+        offset = start
+    return spans

@@ -4,9 +4,10 @@ from looprl.orchestrator.step_metrics import rollout_metrics, summary_line
 from looprl.store.records import RolloutRecord
 
 
-def record(reason="finished", rewards=None, completion_tokens=10):
+def record(reason="finished", rewards=None, completion_tokens=10, started_at=0.0, finished_at=1.0):
     return RolloutRecord(rollout_id="r", group_id="g", example_id="e", split="train", messages=[], run_id="run",
-                         env_name="E", termination_reason=reason, rewards=rewards or {}, started_at=0, finished_at=1,
+                         env_name="E", termination_reason=reason, rewards=rewards or {}, started_at=started_at,
+                         finished_at=finished_at,
                          completion_tokens=completion_tokens, prompt_tokens=5)
 
 
@@ -19,6 +20,12 @@ def test_rollout_metrics():
     assert m["pass_rate"] == 2 / 3 and m["failed"] == 1 and m["rollouts"] == 4
     assert m["termination/finished"] == 3 and m["termination/model_error"] == 1
     assert m["completion_tokens"] == 30 and m["completion_len"] == 7.5 and m["prompt_tokens"] == 20
+
+
+def test_generation_throughput_spans_the_rollouts_not_the_steps_wait():
+    """Groups that finished during the previous step still count their own generation time."""
+    m = rollout_metrics([record(started_at=100.0, finished_at=103.0), record(started_at=101.0, finished_at=104.0)])
+    assert m["gen_span_s"] == 4.0 and m["gen_tokens_per_s"] == 20 / 4.0
 
 
 def test_summary_line_has_rewards_and_training_figures():

@@ -143,3 +143,34 @@ def test_load_update_rejects_bad_directories(model_and_tokenizer, tmp_path):
     save_file({"model.norm.weight": torch.zeros(3)}, tmp_path / "b.safetensors")
     with pytest.raises(WeightsError, match="shape mismatch"):
         load_update(tmp_path, model)
+
+
+async def test_siblings_with_one_prompt_are_prefilled_once(model_and_tokenizer, monkeypatch):
+    """Separate requests for the same prompt (a GRPO group) share one prefill row; each still samples
+    its own completion, with logprobs that match teacher forcing."""
+    import looprl.inference.engine as engine_module
+
+    prefilled: list[int] = []
+    real_prefill = engine_module.prefill
+
+    def counting_prefill(model, prompts, copies):
+        prefilled.append(len(prompts))
+        return real_prefill(model, prompts, copies)
+
+    monkeypatch.setattr(engine_module, "prefill", counting_prefill)
+    model, tokenizer = model_and_tokenizer
+    engine = Engine(model, tokenizer, max_batch_size=8)
+    a, b = prompts(tokenizer, 2)
+    # queued before the scheduler starts, so all six are admitted together
+    tasks = [asyncio.ensure_future(engine.generate(p, SamplingParams(max_tokens=8, seed=i), 1))
+             for i, p in enumerate([a, b, a, a, b, a])]
+    await asyncio.sleep(0)
+    engine.start()
+    try:
+        results = await asyncio.gather(*tasks)
+    finally:
+        engine.stop()
+    assert prefilled == [2]
+    assert len({tuple(r[0].token_ids) for r in results}) > 2
+    for prompt, [c] in zip([a, b, a, a, b, a], results):
+        assert torch.allclose(torch.tensor(c.logprobs), teacher_forced(model, prompt, c.token_ids), atol=1e-4)

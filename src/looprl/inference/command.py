@@ -25,8 +25,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["raw_logprobs", "processed_logprobs"],
         help="raw: log_softmax of the raw logits (temperature 1, vLLM's default); processed: of the sampled distribution",
     )
-
-
     parser.add_argument("--log-level", default="INFO", help="process log level (default: INFO)")
     parser.add_argument("--json-logging", action="store_true", help="one JSON object per log line")
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from looprl.utils.logger import get_logger
 
 from looprl.inference.batch import DecodeBatch, prefill
 from looprl.inference.sampling import LogprobsMode, SamplingParams, sample
 from looprl.inference.weights import WeightUpdate
+from looprl.utils.logger import get_logger
 
 MAX_PREFILL_TOKENS = 8192  # padded prompt tokens per prefill pass: bounds its activation memory
 
@@ -142,16 +142,17 @@ class Engine:
                 admitted.append(head)
                 rows += head.n
         for group in _prefill_groups(_same_prompts(admitted)):
+            requests = [r for same in group for r in same]  # the order of `prefill`'s rows
             try:
                 new = prefill(self.model, [same[0].prompt_ids for same in group], [sum(r.n for r in same) for same in group])
             except Exception as e:  # these prompts failed; the running batch is untouched
                 get_logger().exception("prefill failed")
-                for request in (r for same in group for r in same):
+                for request in requests:
                     _resolve(request, error=e)
                 continue
             self._batch.add(new)
             new_rows = []
-            for request in (r for same in group for r in same):  # the order of `prefill`'s rows
+            for request in requests:
                 seed = request.params.seed
                 generator = None if seed is None else torch.Generator().manual_seed(seed)
                 new_rows += [_Row(request, i, generator) for i in range(request.n)]

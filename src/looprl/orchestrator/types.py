@@ -11,6 +11,9 @@ token t comes from the logits at t-1, so the first token of a sequence never car
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from pydantic import BaseModel
 
 
@@ -44,6 +47,27 @@ class Tree(BaseModel):
     @property
     def length(self) -> int:
         return self.prefix + sum(self.branches)
+
+
+class Segment(NamedTuple):
+    """A contiguous run of a packed row: tree `tree`'s prefix (`branch` 0) or its branch `branch` (1..)."""
+
+    tree: int
+    branch: int
+    start: int
+    end: int
+
+
+def row_segments(trees: Sequence[Tree]) -> list[Segment]:
+    """The segments of a row laid out as `trees`, in order: each tree's prefix, then its branches."""
+    segments, offset = [], 0
+    for t, tree in enumerate(trees):
+        segments.append(Segment(t, 0, offset, offset + tree.prefix))
+        offset += tree.prefix
+        for b, n in enumerate(tree.branches, 1):
+            segments.append(Segment(t, b, offset, offset + n))
+            offset += n
+    return segments
 
 
 class MicroBatch(BaseModel):

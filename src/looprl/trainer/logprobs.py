@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from looprl.orchestrator.types import Tree
+from looprl.orchestrator.types import Tree, row_segments
 
 
 def token_logprobs(model: Any, token_ids: torch.Tensor, position_ids: torch.Tensor,
@@ -30,12 +30,11 @@ def token_logprobs(model: Any, token_ids: torch.Tensor, position_ids: torch.Tens
     if loss_mask is None:
         loss_mask = torch.arange(len(token_ids)) > 0
     trees = trees or [Tree(prefix=len(token_ids))]
-    predecessor, attention = tree_layout(trees)
     one_sequence = len(trees) == 1 and not trees[0].branches  # plain causal attention, no mask needed
     targets = loss_mask.nonzero().squeeze(1)
     logits = model(input_ids=token_ids[None], position_ids=position_ids[None], use_cache=False,
-                   attention_mask=None if one_sequence else attention[None, None],
-                   logits_to_keep=predecessor[targets]).logits[0]
+                   attention_mask=None if one_sequence else tree_attention(trees)[None, None],
+                   logits_to_keep=predecessors(trees)[targets]).logits[0]
     logp_all = torch.log_softmax(logits.float(), dim=-1)
     logprobs = torch.zeros(len(token_ids), dtype=logp_all.dtype).index_put((targets,), logp_all.gather(
         1, token_ids[targets, None]).squeeze(1))
@@ -46,24 +45,27 @@ def token_logprobs(model: Any, token_ids: torch.Tensor, position_ids: torch.Tens
     return logprobs, entropy
 
 
-def tree_layout(trees: Sequence[Tree]) -> tuple[torch.Tensor, torch.Tensor]:
-    """`(predecessor [T], attention [T, T] bool)`: the index whose logits predict each token, and
-    which tokens each token may attend to."""
-    tree_ids, branch_ids, predecessor = [], [], []
-    offset = 0
-    for t, tree in enumerate(trees):
-        tree_ids += [t] * tree.length
-        branch_ids += [0] * tree.prefix
-        predecessor += range(offset - 1, offset + tree.prefix - 1)
-        start = offset + tree.prefix
-        for b, n in enumerate(tree.branches, 1):
-            branch_ids += [b] * n
-            predecessor += [offset + tree.prefix - 1] + list(range(start, start + n - 1))
-            start += n
-        offset = start
-    tree_of, branch_of = torch.tensor(tree_ids), torch.tensor(branch_ids)
-    index = torch.arange(len(tree_ids))
-    attention = ((tree_of[:, None] == tree_of[None, :])
-                 & ((branch_of[None, :] == 0) | (branch_of[:, None] == branch_of[None, :]))
-                 & (index[None, :] <= index[:, None]))
-    return torch.tensor(predecessor), attention
+def predecessors(trees: Sequence[Tree]) -> torch.Tensor:
+    """`[T]`: the index whose logits predict each token (t-1, or for a branch's first token its
+    prefix's last; -1 for a row's first token, which nothing predicts)."""
+    index: list[int] = []
+    prefix_end = 0
+    for seg in row_segments(trees):
+        if seg.branch == 0:
+            prefix_end = seg.end
+            index += range(seg.start - 1, seg.end - 1)
+        elif seg.end > seg.start:
+            index += [prefix_end - 1, *range(seg.start, seg.end - 1)]
+    return torch.tensor(index)
+
+
+def tree_attention(trees: Sequence[Tree]) -> torch.Tensor:
+    """`[T, T]` bool: token q may attend to token k (earlier or itself, same tree, and k in the prefix
+    or in q's own branch)."""
+    segments = row_segments(trees)
+    tree_of = torch.cat([torch.full((s.end - s.start,), s.tree) for s in segments])
+    branch_of = torch.cat([torch.full((s.end - s.start,), s.branch) for s in segments])
+    index = torch.arange(len(tree_of))
+    return ((tree_of[:, None] == tree_of[None, :])
+            & ((branch_of[None, :] == 0) | (branch_of[:, None] == branch_of[None, :]))
+            & (index[None, :] <= index[:, None]))

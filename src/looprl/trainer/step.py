@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from looprl.orchestrator.types import MicroBatch, Tree
+from looprl.orchestrator.types import MicroBatch, Tree, row_segments
 from looprl.trainer.logprobs import token_logprobs
 from looprl.trainer.loss import TokenLoss, normalization, policy_loss
 from looprl.trainer.loss.kl import token_kl
@@ -102,13 +102,4 @@ def step_weights(micro_batches: Sequence[MicroBatch], normalize: Normalization) 
 def sequence_spans(trees: Sequence[Tree]) -> list[tuple[int, int]]:
     """`(start, end)` in the row of each sample's loss-carrying tokens: a lone sample whole, each
     branch of a shared prompt (the prompt carries no loss and belongs to no one sequence)."""
-    spans, offset = [], 0
-    for tree in trees:
-        if not tree.branches:
-            spans.append((offset, offset + tree.prefix))
-        start = offset + tree.prefix
-        for n in tree.branches:
-            spans.append((start, start + n))
-            start += n
-        offset = start
-    return spans
+    return [(seg.start, seg.end) for seg in row_segments(trees) if seg.branch or not trees[seg.tree].branches]

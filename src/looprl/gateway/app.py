@@ -35,7 +35,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from looprl.gateway.recording import record_call
-from looprl.gateway.sampling import SamplingParams, apply_sampling
+from looprl.gateway.sampling_params import SamplingParams, apply_sampling
 from looprl.store.records import ModelCall
 from looprl.utils.logger import get_logger
 

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from looprl.envs.types import DatasetSplit
-from looprl.gateway.sampling import SamplingParams
+from looprl.gateway.sampling_params import SamplingParams
 
 
 class _Strict(BaseModel):

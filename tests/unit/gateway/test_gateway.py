@@ -4,7 +4,7 @@ import httpx
 import pytest
 
 from looprl.gateway.app import Gateway
-from looprl.gateway.sampling import SamplingParams, apply_sampling, call_seed
+from looprl.gateway.sampling_params import SamplingParams, apply_sampling, call_seed
 from tests.support.scripted_server import Reply, ScriptedServer
 
 MESSAGES = [{"role": "user", "content": "hello"}]

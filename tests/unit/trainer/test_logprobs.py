@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from looprl.inference.engine import Engine
-from looprl.inference.sampling import SamplingParams
+from looprl.inference.token_sampling import SamplingParams
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.samples import build_samples
 from looprl.orchestrator.types import TrainingSample, Tree

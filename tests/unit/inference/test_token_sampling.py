@@ -2,7 +2,7 @@
 
 import torch
 
-from looprl.inference.sampling import SamplingParams, sample
+from looprl.inference.token_sampling import SamplingParams, sample
 
 
 def logits(rows: int = 3, vocab: int = 50) -> torch.Tensor:

@@ -18,13 +18,13 @@ from typing import Any, AsyncIterator
 
 import openai
 
-from looprl.envs.chat_loop import ModelError, ToolError, run_chat_loop
+from looprl.envs._chat_loop import ModelError, ToolError, run_chat_loop
+from looprl.envs._model_client import model_client
+from looprl.envs._rewards_check import InvalidReward, check_reward_dict
 from looprl.envs.dataset import Dataset
 from looprl.envs.environment import Environment
 from looprl.envs.failures import RolloutFailure
-from looprl.envs.logging import attribute_to, live_buffers
-from looprl.envs.model_client import model_client
-from looprl.envs.rewards_check import InvalidReward, check_reward_dict
+from looprl.envs.logging import attribute_to
 from looprl.envs.rollout import BaseRollout
 from looprl.envs.types import DatasetSplit, Example, GroupRequest, RolloutResult, Tool
 
@@ -100,7 +100,6 @@ class BaseEnv(Environment):
         rollouts = [BaseRollout(rollout_id=rid, group_id=request.group_id, example=request.example,
                                 split=request.split, messages=[dict(m) for m in request.example.prompt_messages])
                     for rid in request.rollout_ids]
-        buffers = live_buffers(request.rollout_ids)
         try:
             tools = await self.list_tools()
         except Exception as e:
@@ -114,7 +113,7 @@ class BaseEnv(Environment):
         async def one(r: BaseRollout) -> None:
             nonlocal reached
             client = model_client(request.base_url(r.rollout_id))
-            with attribute_to([buffers[r.rollout_id]] if r.rollout_id in buffers else []):
+            with attribute_to([r.rollout_id]):
                 async with AsyncExitStack() as stack:
                     await self._run_and_score(r, stack, client, request, tools)
                     reached += 1
@@ -126,7 +125,7 @@ class BaseEnv(Environment):
         async def group() -> None:
             await scored.wait()
             try:
-                await self._score_group(rollouts, request, buffers)
+                await self._score_group(rollouts, request)
             finally:
                 group_scored.set()
 
@@ -175,13 +174,13 @@ class BaseEnv(Environment):
             r.fail("env_error", f"rollout_context raised on exit: {_describe(e)}")
         r.finished_at = time.time()
 
-    async def _score_group(self, rollouts: list[BaseRollout], request: GroupRequest, buffers: dict) -> None:
+    async def _score_group(self, rollouts: list[BaseRollout], request: GroupRequest) -> None:
         members = [r for r in rollouts if not r.failed]
         if not members or not self.has_group_reward_hook():
             return
         ids = {r.rollout_id for r in members}
         try:
-            with attribute_to([buffers[i] for i in ids if i in buffers]):
+            with attribute_to([r.rollout_id for r in members]):
                 async with asyncio.timeout(request.timeout_s):
                     result = await self.compute_group_rewards(members)
             if not isinstance(result, dict):

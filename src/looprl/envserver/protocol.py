@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from looprl.envs.logging import LogLimits
 from looprl.envs.types import DatasetSplit, Example, GroupRequest, RolloutResult
+from looprl.envserver.capture import LogLimits
 
 MAX_LINE_BYTES = 1 << 30
 """Largest message (a group's transcripts and log records travel as one line)."""

@@ -12,7 +12,8 @@ bad environment cannot hang or kill the run:
   killed, so its other groups end as `env_worker_died`, and respawned.
 
 Logs: `env_server.log` (this server: worker starts, deaths, overdue groups) and, written by each
-worker, `env_worker_{id}.log`, both in the env's log directory.
+worker, `env_worker_{id}.log`, both in the env's log directory of the run
+(`looprl.store.paths.env_server_log_path` / `env_worker_log_path`).
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
-from looprl.envs.logging import LogLimits
-from looprl.envs.runtime import failed_results
 from looprl.envs.types import DatasetSplit, Example, GroupRequest, RolloutResult
+from looprl.envserver.capture import LogLimits
+from looprl.envserver.loading import env_name
 from looprl.envserver.protocol import (MAX_LINE_BYTES, CreateDataset, DatasetReady, GroupDone, RequestFailed,
                                        RunGroup, WorkerConfig, WorkerFailed, WorkerReady, decode_from_worker, encode)
+from looprl.envserver.runtime import failed_results
 from looprl.errors import UserError
+from looprl.store.paths import env_server_log_path, env_worker_log_path
 from looprl.utils.logger import make_logger
 
 STOP_TIMEOUT_S = 10.0
@@ -68,12 +71,12 @@ def _describe_exit(code: int) -> str:
 
 
 class EnvServer:
-    def __init__(self, env: str, split: DatasetSplit, log_dir: Path, *, env_args: dict[str, Any] | None = None,
+    def __init__(self, env: str, split: DatasetSplit, run_dir: Path, *, env_args: dict[str, Any] | None = None,
                  workers: int = 1, env_level: str = "INFO", log_limits: LogLimits | None = None,
                  json_logging: bool = False, timeout_grace_s: float = 5.0) -> None:
         if workers < 1:
             raise UserError(f"an env server needs at least one worker, got {workers}")
-        self.env, self.split, self.log_dir = env, split, Path(log_dir)
+        self.env, self.split, self.run_dir, self.env_name = env, split, Path(run_dir), env_name(env)
         self.timeout_grace_s = timeout_grace_s
         self._config = WorkerConfig(worker_id=0, env=env, env_args=env_args or {}, env_level=env_level,
                                     log_limits=log_limits or LogLimits(), json_logging=json_logging)
@@ -81,12 +84,13 @@ class EnvServer:
         self._slots: list[_Slot] = []
         self._closing = False
         self._requests = 0
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._log_file: TextIO = (self.log_dir / "env_server.log").open("a", buffering=1, encoding="utf-8")
+        log_path = env_server_log_path(self.run_dir, split, self.env_name)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_file: TextIO = log_path.open("a", buffering=1, encoding="utf-8")
         self.log = make_logger(env_level, json_logging, sink=self._log_file, process="env_server")
 
     def worker_log_path(self, worker_id: int) -> Path:
-        return self.log_dir / f"env_worker_{worker_id}.log"
+        return env_worker_log_path(self.run_dir, self.split, self.env_name, worker_id)
 
     async def start(self) -> None:
         """Start the workers; raise `UserError` if the env cannot be loaded."""
@@ -223,7 +227,8 @@ class EnvServer:
                                 max_examples=max_examples)
         return await self._request(message, None)
 
-    async def run_group(self, request: GroupRequest) -> list[RolloutResult]:
+    async def dispatch_group(self, request: GroupRequest) -> list[RolloutResult]:
+        """Run a group on the least-loaded worker; every outcome, a worker's death included, is results."""
         try:
             return await self._request(RunGroup(id=request.group_id, request=request), request)
         except UserError as e:  # no worker could start

@@ -24,13 +24,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from looprl.envs._model_client import aclose_pool
 from looprl.envs.environment import Environment
-from looprl.envs.loading import instantiate, load_env_class
-from looprl.envs.logging import current_rollout_ids, install_capture
-from looprl.envs.model_client import aclose_pool
-from looprl.envs.runtime import run_group_captured
+from looprl.envs.logging import current_rollout_ids
+from looprl.envserver.capture import install_capture
+from looprl.envserver.loading import instantiate, load_env_class
 from looprl.envserver.protocol import (MAX_LINE_BYTES, CreateDataset, DatasetReady, GroupDone, RequestFailed,
                                        RunGroup, WorkerConfig, WorkerFailed, WorkerReady, decode_to_worker, encode)
+from looprl.envserver.runtime import run_group_captured
 from looprl.errors import UserError
 from looprl.utils.logger import get_logger, setup_logger
 
@@ -64,11 +65,11 @@ class Worker:
 
     async def handle(self, message: CreateDataset | RunGroup) -> None:
         if isinstance(message, RunGroup):
-            await self.run_group(message)
+            await self.handle_run_group(message)
         else:
             await self.create_dataset(message)
 
-    async def run_group(self, message: RunGroup) -> None:
+    async def handle_run_group(self, message: RunGroup) -> None:
         request = message.request
         log = self.log.bind(rollout=",".join(request.rollout_ids))
         log.info("group {} started: {} rollouts of example {}", request.group_id, len(request.rollout_ids),

@@ -16,14 +16,14 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
-from looprl.envs.loading import default_base_dir, env_name, load_env_class
-from looprl.envs.logging import LogLimits
 from looprl.envs.types import DatasetSplit, RolloutResult
+from looprl.envserver.capture import LogLimits
 from looprl.envserver.host import EnvServerHost
+from looprl.envserver.loading import default_base_dir, env_name, load_env_class
 from looprl.errors import UserError
 from looprl.gateway.app import Gateway
-from looprl.gateway.sampling import SamplingParams
-from looprl.orchestrator.groups import new_id, run_group
+from looprl.gateway.sampling_params import SamplingParams
+from looprl.orchestrator.groups import new_id, rollout_group
 from looprl.orchestrator.rewards import total_reward
 from looprl.orchestrator.summary import summarize
 from looprl.store.paths import db_path
@@ -111,7 +111,7 @@ async def run_eval(cfg: EvalConfig, on_progress: Callable[[int, int], None] | No
             async def one_group(example) -> None:
                 await slots.acquire(cfg.rollouts_per_example)
                 try:
-                    pairs = await run_group(host, gateway, url_template, example, cfg.split,
+                    pairs = await rollout_group(host, gateway, url_template, example, cfg.split,
                                             cfg.rollouts_per_example, cfg.model, cfg.timeout_s)
                 finally:
                     await slots.release(cfg.rollouts_per_example)

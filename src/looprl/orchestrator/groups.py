@@ -17,23 +17,23 @@ from looprl.store.records import ModelCall
 class EnvHost(Protocol):
     """What the orchestrator needs from wherever env code runs (a thread, or env server processes)."""
 
-    async def run_group(self, request: GroupRequest) -> list[RolloutResult]: ...
+    async def submit_group(self, request: GroupRequest) -> list[RolloutResult]: ...
 
 
 def new_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-async def run_group(host: EnvHost, gateway: Gateway, base_url_template: str, example: Example,
-                    split: DatasetSplit, group_size: int, model: str,
-                    timeout_s: float | None = None) -> list[tuple[RolloutResult, list[ModelCall]]]:
+async def rollout_group(host: EnvHost, gateway: Gateway, base_url_template: str, example: Example,
+                        split: DatasetSplit, group_size: int, model: str,
+                        timeout_s: float | None = None) -> list[tuple[RolloutResult, list[ModelCall]]]:
     request = GroupRequest(group_id=new_id(), example=example, split=split,
                            rollout_ids=[new_id() for _ in range(group_size)], model=model,
                            base_url_template=base_url_template, timeout_s=timeout_s)
     for rid in request.rollout_ids:
         gateway.open_session(rid)
     try:
-        results = await host.run_group(request)
+        results = await host.submit_group(request)
     finally:
         calls = {rid: gateway.close_session(rid) for rid in request.rollout_ids}
     return [(r, calls.get(r.rollout_id, [])) for r in results]

@@ -29,14 +29,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from looprl.envs.loading import default_base_dir, env_name
 from looprl.envs.types import DatasetSplit, Example, RolloutResult
 from looprl.envserver.host import EnvServerHost
+from looprl.envserver.loading import default_base_dir, env_name
 from looprl.gateway.app import Gateway
 from looprl.launch.config import RLConfig
 from looprl.launch.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
 from looprl.orchestrator.advantages import batch_advantages, rollout_reward
-from looprl.orchestrator.groups import run_group
+from looprl.orchestrator.groups import rollout_group
 from looprl.orchestrator.inflight import GroupPool
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.samples import build_samples
@@ -77,7 +77,7 @@ class Orchestrator:
         try:
             sampler = await self._sampler(resume_step)
             pool: GroupPool[Group] = GroupPool(
-                lambda: self.run_group(sampler.next(), "train", cfg.orchestrator.group_size),
+                lambda: self.roll_out(sampler.next(), "train", cfg.orchestrator.group_size),
                 lambda: self.weights.version, cfg.orchestrator.groups_per_step, cfg.orchestrator.max_off_policy_steps)
             async with self.gateway.serve() as self.url_template:
                 try:
@@ -148,9 +148,9 @@ class Orchestrator:
         metrics["step_time_s"] = time.perf_counter() - started
         self.pending[step] = metrics
 
-    async def run_group(self, example: Example, split: DatasetSplit, size: int) -> Group:
-        return await run_group(self.host, self.gateway, self.url_template, example, split, size,
-                               self.model_name, self.cfg.orchestrator.timeout_s)
+    async def roll_out(self, example: Example, split: DatasetSplit, size: int) -> Group:
+        return await rollout_group(self.host, self.gateway, self.url_template, example, split, size,
+                                   self.model_name, self.cfg.orchestrator.timeout_s)
 
     def record(self, result: RolloutResult, calls: list[ModelCall], step: int, reward: float | None,
                advantage: float | None) -> RolloutRecord:
@@ -166,7 +166,7 @@ class Orchestrator:
         base_dir = cfg.env.base_dir or default_base_dir(cfg.env.source)
         dataset = await self.host.create_dataset(cfg.env.eval_split, base_dir, ecfg.num_examples)
         examples = list(dataset)[: ecfg.num_examples]
-        groups = await asyncio.gather(*(self.run_group(e, "eval", ecfg.rollouts_per_example) for e in examples))
+        groups = await asyncio.gather(*(self.roll_out(e, "eval", ecfg.rollouts_per_example) for e in examples))
         weights = cfg.orchestrator.reward_weights
         records = [self.record(r, calls, step, rollout_reward(r, weights), None)
                    for group in groups for r, calls in group]

@@ -24,13 +24,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 async def _validate(args: argparse.Namespace, base_url: str, model: str) -> list[str]:
     from looprl.envs.base_env import BaseEnv
-    from looprl.envs.loading import default_base_dir, instantiate, load_env_class, parse_env_args
+    from looprl.envserver.loading import default_base_dir, instantiate, load_env_class, parse_env_args
     from looprl.envserver.thread_host import ThreadEnvHost
     from looprl.errors import UserError
     from looprl.gateway.app import Gateway
-    from looprl.gateway.sampling import SamplingParams
+    from looprl.gateway.sampling_params import SamplingParams
     from looprl.orchestrator.contract_checks import result_problems, tool_problems
-    from looprl.orchestrator.groups import run_group
+    from looprl.orchestrator.groups import rollout_group
 
     cls = load_env_class(args.env)
     problems = list(cls.contract_problems()) if issubclass(cls, BaseEnv) else []
@@ -63,7 +63,7 @@ async def _validate(args: argparse.Namespace, base_url: str, model: str) -> list
             return problems
         gateway = Gateway(base_url, model, SamplingParams(max_tokens=args.max_tokens))
         async with gateway.serve() as url:
-            pairs = await run_group(host, gateway, url, first, "train", 2, model, timeout_s=600)
+            pairs = await rollout_group(host, gateway, url, first, "train", 2, model, timeout_s=600)
         problems += result_problems([r for r, _ in pairs])
         for r, calls in pairs:
             print(f"  rollout {r.rollout_id}: {r.termination_reason}, rewards {r.rewards}, "

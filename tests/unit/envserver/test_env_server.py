@@ -54,7 +54,7 @@ def request(server, kind: str, size: int = 2, timeout_s: float | None = None) ->
 
 
 async def run(host, requests):
-    return await asyncio.gather(*(host.run_group(r) for r in requests))
+    return await asyncio.gather(*(host.submit_group(r) for r in requests))
 
 
 async def test_a_dying_worker_fails_exactly_its_rollouts_and_is_respawned(tmp_path, env_spec):

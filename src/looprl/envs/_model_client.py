@@ -1,8 +1,8 @@
-"""OpenAI clients for rollouts, sharing one HTTP connection pool per event loop.
+"""OpenAI clients for `BaseEnv`'s rollouts, sharing one HTTP connection pool per event loop.
 
 Creating an `httpx.AsyncClient` costs tens of milliseconds (TLS context, pools); one per rollout
 would dominate fast environments. Each rollout gets its own `AsyncOpenAI` (its own gateway base
-URL) on top of the loop's shared pool.
+URL) on top of the loop's shared pool. The env host that owns the loop closes the pool.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Running one group of an environment with its log records captured per rollout.
 
-`run_group_captured` is what every env host calls (the in-process thread host of `looprl eval`, the
+`run_group_captured` is what every env host runs (the in-process thread host of `looprl eval`, the
 env worker processes of `looprl rl`): it opens a log buffer per rollout, attributes records emitted
 during `env.run_group` to the whole group (BaseEnv narrows to each rollout itself), attaches each
 rollout's records to its result, and turns an environment that breaks its own contract (raises out
@@ -13,8 +13,9 @@ import time
 import traceback
 
 from looprl.envs.environment import Environment
-from looprl.envs.logging import LogLimits, attribute_to, close_capture, open_capture
+from looprl.envs.logging import attribute_group
 from looprl.envs.types import GroupRequest, RolloutResult
+from looprl.envserver.capture import LogLimits, close_capture, open_capture
 
 
 def failed_results(request: GroupRequest, reason: str, error: str, started_at: float) -> list[RolloutResult]:
@@ -33,7 +34,7 @@ async def run_group_captured(env: Environment, request: GroupRequest,
     started = time.time()
     buffers = [open_capture(rid, limits) for rid in request.rollout_ids]
     try:
-        with attribute_to(buffers):
+        with attribute_group(request.rollout_ids):
             try:
                 results = await env.run_group(request)
             except Exception as e:

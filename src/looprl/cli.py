@@ -2,16 +2,21 @@
 
 A thin dispatcher: each subcommand lives in the package that owns it and is imported only when it
 runs, so `looprl --help` stays instant (no torch import). A `UserError` anywhere becomes a one-line
-message and exit status 2.
+message and exit status 2; a reader that stops early (`looprl rollouts RUN --json | head`) ends
+the command quietly with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from looprl.errors import UserError
+
+BROKEN_PIPE_STATUS = 1
+"""Exit status when stdout's reader went away: what rich's consoles and the Python docs' recipe use."""
 
 # subcommand -> module exposing `add_arguments(parser)` and `run(args) -> int`
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -47,7 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     module.add_arguments(parsers[name])
     args = parser.parse_args(argv)
     try:
-        return int(module.run(args) or 0)
+        status = int(module.run(args) or 0)
+        sys.stdout.flush()  # a closed pipe raises here, not at interpreter exit where it can't be caught
+        return status
+    except BrokenPipeError:
+        # the reader is gone: point stdout at devnull so the interpreter's final flush stays silent
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return BROKEN_PIPE_STATUS
     except UserError as e:
         print(f"looprl {name}: error: {e}", file=sys.stderr)
         return 2

@@ -26,10 +26,19 @@ def _split(spec: str) -> tuple[str, str]:
     return target, name
 
 
+def _module_name(path: Path) -> str:
+    """The file's stem, as a script's own imports would name it (and `logging.getLogger(__name__)`
+    shows it), unless another module already holds that name: then a name unique to the path."""
+    loaded = sys.modules.get(path.stem)
+    if loaded is None or Path(getattr(loaded, "__file__", None) or "").resolve() == path.resolve():
+        return path.stem
+    return f"looprl_env_{path.stem}_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
+
+
 def _import_file(path: Path) -> Any:
     if not path.is_file():
         raise UserError(f"environment file not found: {path}")
-    module_name = f"looprl_env_{path.stem}_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
+    module_name = _module_name(path)
     if module_name in sys.modules:
         return sys.modules[module_name]
     if str(path.parent.resolve()) not in sys.path:

@@ -1,10 +1,15 @@
-"""`looprl logs RUN_DIR [--rollout ID] [--level L] [--json]`: captured env log records on the terminal."""
+"""`looprl logs RUN_DIR [--rollout ID] [--level L] [--json]`: captured env log records on the terminal.
+
+One record a line, never wrapped (piped into grep, a line is a record); no records is said on
+stderr, so an empty run is not mistaken for a broken command.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 
@@ -40,7 +45,12 @@ def run(args: argparse.Namespace) -> int:
         pairs = [(args.rollout, rec) for rec in reader.logs(rollout_id=args.rollout, min_level=level)]
     else:
         pairs = reader.logs_with_rollout(reader.run().run_id, level)
-    console = Console(highlight=False)
+    if not pairs:
+        at = "" if level <= logging.DEBUG else f" at {logging.getLevelName(level)} or above"
+        where = f"for rollout {args.rollout}" if args.rollout else "in this run"
+        print(f"no log records{at} {where}", file=sys.stderr)
+        return 0
+    console = Console(highlight=False, soft_wrap=True)
     for rollout_id, rec in pairs:
         if args.json:
             print(json.dumps({"rollout_id": rollout_id, **rec.model_dump()}, ensure_ascii=False))

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from looprl.cli import main
-from looprl.envs.loading import instantiate, load_env_class
+from looprl.envserver.loading import instantiate, load_env_class
 from looprl.store.records import RolloutRecord, RunInfo
 from looprl.store.writer import RunStoreWriter
 from tests.support.harness import example, run_groups

@@ -25,7 +25,7 @@ from looprl.envs.logging import LogLimits
 from looprl.envs.types import DatasetSplit, GroupRequest, RolloutResult
 from looprl.envserver.server import EnvServer
 from looprl.errors import UserError
-from looprl.store.paths import env_log_dir
+from looprl.paths import env_log_dir
 
 
 class EnvServerHost:

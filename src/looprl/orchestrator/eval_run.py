@@ -16,17 +16,17 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
+from looprl.config import SamplingParams
 from looprl.envs.loading import default_base_dir, env_name, load_env_class
 from looprl.envs.logging import LogLimits
 from looprl.envs.types import DatasetSplit, RolloutResult
 from looprl.envserver.host import EnvServerHost
 from looprl.errors import UserError
 from looprl.gateway.app import Gateway
-from looprl.gateway.sampling import SamplingParams
 from looprl.orchestrator.groups import new_id, run_group
 from looprl.orchestrator.rewards import total_reward
 from looprl.orchestrator.summary import summarize
-from looprl.store.paths import db_path
+from looprl.paths import db_path
 from looprl.store.records import RolloutRecord, RunInfo
 from looprl.store.writer import RunStoreWriter
 

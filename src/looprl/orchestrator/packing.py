@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from looprl.orchestrator.types import MicroBatch, TrainingSample, Tree
+from looprl.handoff import MicroBatch, Tree
+from looprl.orchestrator.training_samples import TrainingSample
 
 Group = tuple[int, list[TrainingSample]]  # (shared prefix length, samples)
 

@@ -27,6 +27,10 @@ class Tree(BaseModel):
 
     prefix: int
     branches: list[int] = []
+    rollout_ids: list[str] = []
+    """The rollout of each branch, in order; a tree with no branches has one, its sample's. Packing
+    always fills it (so the trainer can report per rollout); it is empty only for a row laid out by
+    hand, such as one sequence scored on its own."""
 
     @property
     def length(self) -> int:

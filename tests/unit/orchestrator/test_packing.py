@@ -1,5 +1,6 @@
-"""Packing training samples into micro-batches: token budget, shared prompts."""
+"""Packing training samples into micro-batches: token budget, shared prompts, rollout ids kept."""
 
+from looprl.handoff import row_segments
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.training_samples import TrainingSample
 
@@ -19,8 +20,8 @@ def test_packing_by_token_budget():
     assert b.advantages == [1.0] * 5 and len(b.inference_logprobs) == 5
 
 
-def _reply(prompt: list[int], completion: list[int], advantage: float) -> TrainingSample:
-    return TrainingSample(rollout_id="r", token_ids=prompt + completion,
+def _reply(prompt: list[int], completion: list[int], advantage: float, rollout_id: str = "r") -> TrainingSample:
+    return TrainingSample(rollout_id=rollout_id, token_ids=prompt + completion,
                           loss_mask=[False] * len(prompt) + [True] * len(completion),
                           inference_logprobs=[0.0] * len(prompt) + [-0.5] * len(completion), advantage=advantage)
 
@@ -43,3 +44,36 @@ def test_a_shared_prompt_tree_over_budget_is_split_with_the_prompt_copied():
     batches = pack(siblings, token_budget=20)  # prompt 10 + two completions of 5 fit
     assert sorted((t.prefix, t.branches) for b in batches for t in b.trees) == [(10, [5, 5]), (10, [5, 5])]
     assert sum(sum(b.loss_mask) for b in batches) == 20
+
+
+def _rollouts_by_segment(batches) -> list[tuple[str, list[int]]]:
+    """(rollout id, its loss tokens' ids) for every sample of every row, read back through the trees."""
+    out = []
+    for b in batches:
+        for seg in row_segments(b.trees):
+            tree = b.trees[seg.tree]
+            if seg.branch or not tree.branches:  # a branch, or a lone sample (its prefix is the sample)
+                rollout_id = tree.rollout_ids[seg.branch - 1 if seg.branch else 0]
+                out.append((rollout_id, b.token_ids[seg.start:seg.end]))
+    return out
+
+
+def test_packing_keeps_each_samples_rollout_id():
+    prompt = [7, 8, 9, 10]
+    samples = [_reply(prompt, [1, 2], 1.0, "a"), _reply(prompt, [3], -1.0, "b"), _reply([1, 2], [3], 2.0, "c"),
+               _reply([5, 6], [4], 0.5, "c")]  # one rollout may give several samples
+    (batch,) = pack(samples, token_budget=64)
+    shared, *lone = batch.trees
+    assert shared.rollout_ids == ["a", "b"] and [t.rollout_ids for t in lone] == [["c"], ["c"]]
+    assert sorted(_rollouts_by_segment([batch])) == [("a", [1, 2]), ("b", [3]), ("c", [1, 2, 3]), ("c", [5, 6, 4])]
+
+
+def test_a_split_tree_keeps_the_rollout_ids_of_its_branches():
+    prompt = list(range(10, 20))
+    samples = [_reply(prompt, [i] * 5, 1.0, f"r{i}") for i in range(5)]
+    batches = pack(samples, token_budget=20)  # prompt 10 + two completions of 5 fit; the fifth is alone
+    trees = [t for b in batches for t in b.trees]
+    assert all(len(t.rollout_ids) == max(1, len(t.branches)) for t in trees)
+    assert sorted(r for t in trees for r in t.rollout_ids) == ["r0", "r1", "r2", "r3", "r4"]
+    assert sorted(_rollouts_by_segment(batches)) == [("r0", [0] * 5), ("r1", [1] * 5), ("r2", [2] * 5),
+                                                     ("r3", [3] * 5), ("r4", prompt + [4] * 5)]

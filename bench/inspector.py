@@ -24,7 +24,7 @@ from typing import Any, Iterator
 import httpx
 import uvicorn
 
-from looprl.store.paths import db_path
+from looprl.paths import db_path
 from looprl.store.schema import SCHEMA, SCHEMA_VERSION
 
 GROUP_SIZE = 8

@@ -13,7 +13,7 @@ bad environment cannot hang or kill the run:
 
 Logs: `env_server.log` (this server: worker starts, deaths, overdue groups) and, written by each
 worker, `env_worker_{id}.log`, both in the env's log directory of the run
-(`looprl.store.paths.env_server_log_path` / `env_worker_log_path`).
+(`looprl.paths.env_server_log_path` / `env_worker_log_path`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from looprl.envserver.protocol import (MAX_LINE_BYTES, CreateDataset, DatasetRea
                                        RunGroup, WorkerConfig, WorkerFailed, WorkerReady, decode_from_worker, encode)
 from looprl.envserver.runtime import failed_results
 from looprl.errors import UserError
-from looprl.store.paths import env_server_log_path, env_worker_log_path
+from looprl.paths import env_server_log_path, env_worker_log_path
 from looprl.utils.logger import make_logger
 
 STOP_TIMEOUT_S = 10.0

@@ -1,4 +1,4 @@
-"""The run's sampling parameters and how the gateway applies them to an env's request.
+"""How the gateway applies the run's sampling (`looprl.config.SamplingParams`) to an env's request.
 
 For RL the sampling distribution belongs to the run, not to env code: `temperature` and `top_p` from
 the run override the request's; `max_tokens` is the smaller of both; `stop` is the union. A run
@@ -11,20 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from pydantic import BaseModel, Field
-
-
-class SamplingParams(BaseModel):
-    """Sampling applied to every model call of the run (None: leave the request's value)."""
-
-    temperature: float | None = Field(1.0, ge=0)
-    """Sampling temperature; RL needs the same value the trainer assumes (default 1.0)."""
-    top_p: float | None = Field(None, gt=0, le=1)
-    max_tokens: int | None = Field(None, ge=1)
-    """Upper bound on tokens generated per call."""
-    seed: int | None = None
-    """Base seed; each call gets a seed derived from it, the rollout id and the call index."""
-    stop: list[str] = Field(default_factory=list)
+from looprl.config import SamplingParams
 
 
 def call_seed(seed: int, rollout_id: str, idx: int) -> int:

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from looprl.config import RLConfig
     from looprl.inference.process import EngineProcess
-    from looprl.launch.config import RLConfig
 
 FLAGS = ("--dry-run", "--resume")
 
@@ -37,10 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import tomli_w
 
-    from looprl.config import load_config
+    from looprl.config import RLConfig, load_config
     from looprl.errors import UserError
-    from looprl.launch.config import RLConfig
-    from looprl.store.paths import config_path, db_path
+    from looprl.paths import config_path, db_path
 
     argv = [a for a in args.config if a not in FLAGS]
     dry_run = args.dry_run or "--dry-run" in args.config
@@ -65,16 +64,15 @@ def run(args: argparse.Namespace) -> int:
 def resumable_step(run_dir: Path) -> int:
     """The latest checkpoint step, with every file of later steps removed."""
     from looprl.errors import UserError
-    from looprl.store.paths import broadcast_dir, checkpoint_dir, step_dir
+    from looprl.handoff import latest_checkpoint, step_dirs
+    from looprl.paths import broadcasts_dir, steps_dir
 
-    steps = [int(p.name.removeprefix("step_")) for p in checkpoint_dir(run_dir, 0).parent.glob("step_*")
-             if (p / "progress.json").is_file()]
-    if not steps:
+    step = latest_checkpoint(run_dir)
+    if step is None:
         raise UserError(f"{run_dir} has no checkpoint to resume from")
-    step = max(steps)
-    for path in (step_dir(run_dir, 0).parent, broadcast_dir(run_dir, 0).parent):
-        for stale in path.glob("step_*"):
-            if stale.name.removeprefix("step_").isdigit() and int(stale.name.removeprefix("step_")) > step:
+    for root in (steps_dir(run_dir), broadcasts_dir(run_dir)):
+        for n, stale in step_dirs(root).items():
+            if n > step:
                 shutil.rmtree(stale, ignore_errors=True)
     return step
 
@@ -82,7 +80,7 @@ def resumable_step(run_dir: Path) -> int:
 def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     from looprl.inference.process import EngineProcess
     from looprl.launch.supervisor import Child, python_module, stop_all, tail, watch
-    from looprl.store.paths import log_path
+    from looprl.paths import log_path
 
     signal.signal(signal.SIGTERM, _exit_on_signal)  # `kill` cleans up like Ctrl-C does
     share_cpu_threads()

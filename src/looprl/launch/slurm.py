@@ -31,7 +31,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from looprl.errors import UserError
-from looprl.store.paths import log_path, logs_dir, torchrun_log_dir
+from looprl.paths import log_path, logs_dir, torchrun_log_dir
 
 SBATCH_NAME = "rl.sbatch"
 

@@ -40,8 +40,8 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from looprl.config import SamplingParams
     from looprl.envserver.loading import load_env_class, parse_env_args
-    from looprl.gateway.sampling_params import SamplingParams
     from looprl.orchestrator.endpoint import model_endpoint
     from looprl.orchestrator.eval_run import EvalConfig, run_eval
     from looprl.orchestrator.summary import print_summary

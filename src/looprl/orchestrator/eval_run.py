@@ -16,17 +16,17 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
+from looprl.config import SamplingParams
+from looprl.envserver.loading import default_base_dir, env_name, load_env_class
 from looprl.envs.types import DatasetSplit, RolloutResult
 from looprl.envserver.capture import LogLimits
 from looprl.envserver.host import EnvServerHost
-from looprl.envserver.loading import default_base_dir, env_name, load_env_class
 from looprl.errors import UserError
 from looprl.gateway.app import Gateway
-from looprl.gateway.sampling_params import SamplingParams
 from looprl.orchestrator.groups import new_id, rollout_group
 from looprl.orchestrator.rewards import total_reward
 from looprl.orchestrator.summary import summarize
-from looprl.store.paths import db_path
+from looprl.paths import db_path
 from looprl.store.records import RolloutRecord, RunInfo
 from looprl.store.writer import RunStoreWriter
 

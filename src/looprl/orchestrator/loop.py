@@ -17,7 +17,7 @@ For each step N (from 1):
 6. Store: the rollouts at once; the step's metrics when the trainer's report for step N arrives.
 
 Env code runs in env server worker processes (`EnvServerHost`, logs under `logs/envs/`), never on
-this process's event loop. A checkpoint saves the sampler's position after the last example
+this process's event loop. A checkpoint saves the example order's position after the last example
 started, so groups still in flight when a run stops are not replayed on `--resume`.
 """
 
@@ -29,21 +29,21 @@ import time
 from pathlib import Path
 from typing import Any
 
+from looprl.config import RLConfig
+from looprl.envserver.loading import default_base_dir, env_name
 from looprl.envs.types import DatasetSplit, Example, RolloutResult
 from looprl.envserver.host import EnvServerHost
-from looprl.envserver.loading import default_base_dir, env_name
 from looprl.gateway.app import Gateway
-from looprl.launch.config import RLConfig
-from looprl.launch.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
+from looprl.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
 from looprl.orchestrator.advantages import batch_advantages, rollout_reward
+from looprl.orchestrator.example_order import ExampleOrder
 from looprl.orchestrator.groups import rollout_group
 from looprl.orchestrator.inflight import GroupPool
 from looprl.orchestrator.packing import pack
-from looprl.orchestrator.samples import build_samples
-from looprl.orchestrator.sampler import ExampleSampler
 from looprl.orchestrator.step_metrics import rollout_metrics, summary_line
+from looprl.orchestrator.training_samples import build_samples
 from looprl.orchestrator.weights import WeightSync
-from looprl.store.paths import batch_path, progress_path, trainer_report_path
+from looprl.paths import batch_path, progress_path, trainer_report_path
 from looprl.store.records import ModelCall, RolloutRecord, RunInfo
 from looprl.store.writer import RunStoreWriter
 from looprl.utils.logger import get_logger
@@ -75,14 +75,14 @@ class Orchestrator:
                                       model=cfg.model.name, config=cfg.model_dump(mode="json"), created_at=time.time()))
         status = "failed"
         try:
-            sampler = await self._sampler(resume_step)
+            order = await self._example_order(resume_step)
             pool: GroupPool[Group] = GroupPool(
-                lambda: self.roll_out(sampler.next(), "train", cfg.orchestrator.group_size),
+                lambda: self.roll_out(order.next(), "train", cfg.orchestrator.group_size),
                 lambda: self.weights.version, cfg.orchestrator.groups_per_step, cfg.orchestrator.max_off_policy_steps)
             async with self.gateway.serve() as self.url_template:
                 try:
                     for step in range(resume_step + 1, cfg.max_steps + 1):
-                        await self.step(step, sampler, pool)
+                        await self.step(step, order, pool)
                         self.flush_reports()
                 finally:
                     await pool.cancel()
@@ -94,7 +94,7 @@ class Orchestrator:
             await self.host.aclose()
             log.info("orchestrator {}", status)
 
-    async def _sampler(self, resume_step: int) -> ExampleSampler:
+    async def _example_order(self, resume_step: int) -> ExampleOrder:
         cfg = self.cfg
         base_dir = cfg.env.base_dir or default_base_dir(cfg.env.source)
         dataset = await self.host.create_dataset(cfg.env.train_split, base_dir, cfg.env.max_train_examples)
@@ -103,11 +103,11 @@ class Orchestrator:
             self.writer.delete_steps_after(self.run_id, resume_step)
             state = json.loads(progress_path(self.run_dir, resume_step).read_text()).get("sampler")
             await self.weights.wait_for(resume_step)  # the trainer broadcasts its restored weights
-            get_logger().info("resumed after step {}: engine on weights version {}, sampler at {}", resume_step,
+            get_logger().info("resumed after step {}: engine on weights version {}, example order at {}", resume_step,
                               self.weights.version, state)
-        return ExampleSampler(list(dataset), cfg.seed, state)
+        return ExampleOrder(list(dataset), cfg.seed, state)
 
-    async def step(self, step: int, sampler: ExampleSampler, pool: GroupPool[Group]) -> None:
+    async def step(self, step: int, order: ExampleOrder, pool: GroupPool[Group]) -> None:
         cfg, ocfg = self.cfg, self.cfg.orchestrator
         started = time.perf_counter()
         await self.weights.wait_for(max(0, step - 1 - ocfg.max_off_policy_steps))
@@ -137,7 +137,7 @@ class Orchestrator:
                 records.append(self.record(result, calls, step, reward, None if adv.skipped else advantage))
         micro_batches = pack(samples, ocfg.token_budget)
         write_model(batch_path(self.run_dir, step),
-                    TrainBatch(step=step, micro_batches=micro_batches, progress={"sampler": sampler.state()}))
+                    TrainBatch(step=step, micro_batches=micro_batches, progress={"sampler": order.state()}))
         dropped = [self.record(r, calls, step, rollout_reward(r, ocfg.reward_weights), None)
                    for g in landed.stale for r, calls in g.group]
         await asyncio.to_thread(self.writer.write_rollouts, records + dropped)

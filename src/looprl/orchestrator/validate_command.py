@@ -23,12 +23,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 async def _validate(args: argparse.Namespace, base_url: str, model: str) -> list[str]:
+    from looprl.config import SamplingParams
     from looprl.envs.base_env import BaseEnv
     from looprl.envserver.loading import default_base_dir, instantiate, load_env_class, parse_env_args
     from looprl.envserver.thread_host import ThreadEnvHost
     from looprl.errors import UserError
     from looprl.gateway.app import Gateway
-    from looprl.gateway.sampling_params import SamplingParams
     from looprl.orchestrator.contract_checks import result_problems, tool_problems
     from looprl.orchestrator.groups import rollout_group
 

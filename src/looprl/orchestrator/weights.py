@@ -1,8 +1,9 @@
 """Keeping the inference engine on the trainer's latest weights.
 
-The trainer writes `broadcasts/step_N/` and then its `STABLE` marker; `sync()` finds the newest
-stable broadcast beyond the engine's version and asks the engine to load it (`POST /update_weights`,
-which swaps weights between decoding steps, so no completion mixes two versions). `wait_for(v)`
+The trainer writes `broadcasts/step_N/` and then its `STABLE` marker (`looprl.handoff`); `sync()`
+finds the newest stable broadcast beyond the engine's version and asks the engine to load it
+(`POST /update_weights`, which swaps weights between decoding steps, so no completion mixes two
+versions). `wait_for(v)`
 blocks until the engine runs version `v` or newer: that is how the orchestrator bounds off-policy lag.
 """
 
@@ -13,20 +14,14 @@ from pathlib import Path
 
 import httpx
 
-from looprl.store.paths import broadcast_dir
-
-POLL_S = 0.2
-STABLE = "STABLE"  # the marker `trainer.broadcast` writes last
+from looprl.handoff import newest_broadcast
+from looprl.handoff.files import POLL_S
+from looprl.paths import broadcast_dir
 
 
 class WeightSync:
     def __init__(self, engine_url: str, run_dir: Path, version: int = 0) -> None:
         self.engine_url, self.run_dir, self.version = engine_url, Path(run_dir), version
-
-    def newest_stable(self) -> int | None:
-        root = broadcast_dir(self.run_dir, 0).parent
-        steps = [int(p.name.removeprefix("step_")) for p in root.glob("step_*") if (p / STABLE).is_file()]
-        return max(steps, default=None)
 
     async def load(self, path: Path, version: int) -> None:
         async with httpx.AsyncClient(timeout=600) as client:
@@ -38,7 +33,7 @@ class WeightSync:
 
     async def sync(self) -> bool:
         """Load the newest stable broadcast if it is newer than the engine's weights; True if loaded."""
-        newest = self.newest_stable()
+        newest = newest_broadcast(self.run_dir)
         if newest is None or newest <= self.version:
             return False
         await self.load(broadcast_dir(self.run_dir, newest), newest)

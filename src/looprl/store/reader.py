@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from looprl.envs.types import LogRecordData
 from looprl.errors import UserError
-from looprl.store.paths import db_path
+from looprl.paths import db_path
 from looprl.store.records import ModelCall, RolloutRecord, RunInfo
 from looprl.store.schema import SCHEMA_VERSION
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from looprl.store.paths import db_path
+from looprl.paths import db_path
 from looprl.store.records import RolloutRecord, RunInfo
 from looprl.store.schema import SCHEMA, SCHEMA_VERSION
 

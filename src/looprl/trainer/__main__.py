@@ -15,7 +15,7 @@ def main() -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--resume-step", type=int, default=0, help="continue after this checkpoint step")
     args = parser.parse_args()
-    from looprl.launch.entry import run_process
+    from looprl.utils.process import run_process
 
     def train(cfg) -> None:
         from looprl.trainer.loop import run

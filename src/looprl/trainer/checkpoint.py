@@ -3,8 +3,9 @@
 A checkpoint holds the HF-format weights (with LoRA: the adapters) and tokenizer (`save_pretrained`,
 so the directory also loads as a model), and `trainer_state.pt`: optimizer, scheduler, the RNG states (python, torch) and
 whatever progress the caller passes (e.g. the orchestrator's position in the dataset), which is also
-written as `progress.json` so processes without torch can read it (`store.paths.progress_path`). It is written
-to a temporary sibling and renamed into place, so `latest_step` never sees a half-written one.
+written as `progress.json` so processes without torch can read it (`paths.progress_path`). It is written
+to a temporary sibling, `progress.json` last, and renamed into place: `handoff.latest_checkpoint` (the
+one definition of a complete checkpoint) never sees a half-written one.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import torch
 
-from looprl.store.paths import checkpoint_dir, progress_path
+from looprl.paths import checkpoint_dir, progress_path
 from looprl.trainer.lora import is_lora, load_adapters
 
 STATE_FILE = "trainer_state.pt"
@@ -46,13 +47,6 @@ def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: Any, optimi
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
-
-
-def latest_step(run_dir: Path) -> int | None:
-    """The highest step with a complete checkpoint, or None."""
-    root = checkpoint_dir(run_dir, 0).parent
-    steps = [int(p.name.removeprefix("step_")) for p in root.glob("step_*") if (p / STATE_FILE).is_file()]
-    return max(steps, default=None)
 
 
 def load_checkpoint(run_dir: Path, step: int, model: Any, optimizer: torch.optim.Optimizer,

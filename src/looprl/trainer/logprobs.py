@@ -1,6 +1,6 @@
 """Per-token logprobs (and entropies) of a packed row under the model, by one teacher-forced pass.
 
-A row holds trees (`orchestrator.types.Tree`): a prefix, then branches that continue it. The
+A row holds trees (`handoff.Tree`): a prefix, then branches that continue it. The
 attention mask lets a token see earlier tokens of its own tree's prefix and of its own branch,
 nothing else, so every sample is computed exactly as if it were alone, with its shared prompt
 computed once. Entry t of the result is the logprob of token t given what precedes it in its
@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from looprl.orchestrator.types import Tree, row_segments
+from looprl.handoff import Tree, row_segments
 
 
 def token_logprobs(model: Any, token_ids: torch.Tensor, position_ids: torch.Tensor,

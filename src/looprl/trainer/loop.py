@@ -20,10 +20,10 @@ from pathlib import Path
 
 import torch
 
-from looprl.launch.config import RLConfig
-from looprl.launch.handoff import TrainBatch, TrainerReport, wait_model, write_model
-from looprl.store.paths import batch_path, broadcast_dir, trainer_report_path
-from looprl.trainer.broadcast import broadcast_weights, is_stable
+from looprl.config import RLConfig
+from looprl.handoff import TrainBatch, TrainerReport, is_stable, wait_model, write_model
+from looprl.paths import batch_path, broadcast_dir, trainer_report_path
+from looprl.trainer.broadcast import broadcast_weights
 from looprl.trainer.checkpoint import load_checkpoint, save_checkpoint
 from looprl.trainer.lora import add_lora, servable
 from looprl.trainer.loss import select

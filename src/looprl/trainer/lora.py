@@ -11,7 +11,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from looprl.trainer.config import LoraConfig
+from looprl.config import LoraConfig
 
 
 def add_lora(model: Any, cfg: LoraConfig) -> Any:

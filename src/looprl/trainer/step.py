@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from looprl.orchestrator.types import MicroBatch, Tree, row_segments
+from looprl.handoff import MicroBatch, Tree, row_segments
 from looprl.trainer.logprobs import token_logprobs
 from looprl.trainer.loss import TokenLoss, normalization, policy_loss
 from looprl.trainer.loss.kl import token_kl

@@ -1,7 +1,7 @@
 """`--resume` picks the latest complete checkpoint and removes every file of the steps after it."""
 
 from looprl.launch.rl_command import resumable_step
-from looprl.store.paths import batch_path, broadcast_dir, checkpoint_dir, progress_path
+from looprl.paths import batch_path, broadcast_dir, checkpoint_dir, progress_path
 
 
 def test_resume_from_the_latest_complete_checkpoint_drops_later_steps(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 
 from looprl.errors import UserError
 from looprl.launch.slurm import SlurmConfig, render_sbatch, write_sbatch
-from looprl.store.paths import log_path, node_log_path, torchrun_log_dir
+from looprl.paths import log_path, node_log_path, torchrun_log_dir
 
 FAKE_SRUN = """#!/bin/bash
 # srun stand-in: runs --ntasks copies of the command here, each with its SLURM_PROCID.

@@ -1,9 +1,9 @@
 """Weight sync: only stable broadcasts newer than the engine's version are loaded, newest first."""
 
-import pytest
-
+from looprl.handoff import mark_stable
 from looprl.orchestrator.weights import WeightSync
-from looprl.store.paths import broadcast_dir
+from looprl.paths import broadcast_dir
+from looprl.trainer.broadcast import broadcast_weights
 
 
 class Recording(WeightSync):
@@ -20,7 +20,7 @@ def broadcast(run_dir, step, stable=True):
     path = broadcast_dir(run_dir, step)
     path.mkdir(parents=True)
     if stable:
-        (path / "STABLE").touch()
+        mark_stable(path)
 
 
 async def test_sync_loads_the_newest_stable_broadcast_only(tmp_path):
@@ -42,9 +42,12 @@ async def test_wait_for_returns_once_the_version_is_reached(tmp_path):
     assert sync.loaded == [("step_1", 1)]
 
 
-def test_the_stable_marker_matches_the_trainers():
-    pytest.importorskip("torch")
-    from looprl.trainer.broadcast import STABLE
-    from looprl.orchestrator import weights
 
-    assert weights.STABLE == STABLE
+async def test_sync_loads_what_the_trainer_broadcasts(tmp_path):
+    class Weights:
+        def save_pretrained(self, path, safe_serialization):
+            path.mkdir(parents=True)
+
+    sync = Recording(tmp_path)
+    broadcast_weights(tmp_path, 1, Weights())
+    assert await sync.sync() and sync.loaded == [("step_1", 1)]

@@ -3,11 +3,11 @@
 import torch
 from safetensors.torch import load_file
 
+from looprl.config import LoraConfig
 from looprl.orchestrator.packing import pack
-from looprl.orchestrator.types import TrainingSample
+from looprl.orchestrator.training_samples import TrainingSample
 from looprl.trainer.broadcast import broadcast_weights
 from looprl.trainer.checkpoint import load_checkpoint, save_checkpoint
-from looprl.trainer.config import LoraConfig
 from looprl.trainer.lora import add_lora, servable
 from looprl.trainer.loss import clipped
 from looprl.trainer.optim import build_optimizer, build_scheduler

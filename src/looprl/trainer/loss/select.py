@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from looprl.trainer.config import ClippedLoss, LossConfig
+from looprl.config import ClippedLoss, LossConfig
 from looprl.trainer.loss import clipped, normalization, truncated
 from looprl.trainer.loss.policy import TokenLoss
 from looprl.trainer.step import Normalization

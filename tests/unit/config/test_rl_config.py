@@ -6,9 +6,8 @@ from pathlib import Path
 import pytest
 
 from looprl.cli import main
-from looprl.config import load_config
+from looprl.config import RLConfig, load_config, read_run_config
 from looprl.errors import UserError
-from looprl.launch.config import RLConfig, read_run_config
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = sorted(ROOT.glob("examples/**/rl*.toml"))

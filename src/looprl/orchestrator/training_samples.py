@@ -15,8 +15,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from looprl.orchestrator.types import TrainingSample
+from pydantic import BaseModel
+
 from looprl.store.records import ModelCall
+
+
+class TrainingSample(BaseModel):
+    """One token sequence of a rollout, with the tokens the model generated marked for the loss.
+
+    Built here, packed into micro-batches by `orchestrator.packing`; it never leaves the orchestrator.
+    Every per-token list is aligned with `token_ids`.
+    """
+
+    rollout_id: str
+    token_ids: list[int]
+    loss_mask: list[bool]
+    """True for tokens the model generated (completions); False for prompts, tool output, templates."""
+    inference_logprobs: list[float]
+    """The engine's logprob of each generated token; 0.0 where `loss_mask` is False."""
+    advantage: float
+
+    @property
+    def loss_tokens(self) -> int:
+        return sum(self.loss_mask)
 
 
 def usable(call: ModelCall) -> bool:

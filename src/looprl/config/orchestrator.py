@@ -1,5 +1,8 @@
 """The orchestrator's configuration (the `[orchestrator]` and `[env]` tables of an rl config).
 
+`SamplingParams` (`[orchestrator.sampling]`) is also what `looprl eval` and `looprl validate` pass to
+the gateway.
+
 Pydantic only, no torch: the launcher validates the whole config before any process starts.
 """
 
@@ -8,17 +11,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
+from looprl.config.base import Strict
 from looprl.envs.types import DatasetSplit
-from looprl.gateway.sampling_params import SamplingParams
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SamplingParams(BaseModel):
+    """Sampling applied to every model call of the run (None: leave the request's value); the gateway
+    applies it to each request (`gateway.sampling_params.apply_sampling`)."""
+
+    temperature: float | None = Field(1.0, ge=0)
+    """Sampling temperature; RL needs the same value the trainer assumes (default 1.0)."""
+    top_p: float | None = Field(None, gt=0, le=1)
+    max_tokens: int | None = Field(None, ge=1)
+    """Upper bound on tokens generated per call."""
+    seed: int | None = None
+    """Base seed; each call gets a seed derived from it, the rollout id and the call index."""
+    stop: list[str] = Field(default_factory=list)
 
 
-class EnvConfig(_Strict):
+class EnvConfig(Strict):
     source: str
     """The environment class: `path/to/file.py:ClassName` or `package.module:ClassName`."""
     base_dir: Path | None = None
@@ -35,7 +48,7 @@ class EnvConfig(_Strict):
     """Env worker processes per split (env code never runs in the orchestrator's process)."""
 
 
-class EvalSettings(_Strict):
+class EvalSettings(Strict):
     interval: int = Field(0, ge=0)
     """Evaluate at steps 1, 1+N, 1+2N, ... (step 1: the initial model) and after the last step (0: only after the last)."""
     num_examples: int = Field(20, ge=0)
@@ -44,7 +57,7 @@ class EvalSettings(_Strict):
     """Sibling rollouts per eval example."""
 
 
-class OrchestratorConfig(_Strict):
+class OrchestratorConfig(Strict):
     batch_size: int = Field(32, ge=1)
     """Rollouts per training step; a multiple of `group_size`."""
     group_size: int = Field(8, ge=1)

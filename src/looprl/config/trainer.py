@@ -7,14 +7,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from looprl.config.base import Strict
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ClippedLoss(_Strict):
+class ClippedLoss(Strict):
     """PPO-style clipped ratio (GRPO; `eps_high > eps_low` is DAPO's clip-higher)."""
 
     type: Literal["clipped"] = "clipped"
@@ -22,14 +20,14 @@ class ClippedLoss(_Strict):
     eps_high: float = Field(0.2, ge=0)
 
 
-class TruncatedLoss(_Strict):
+class TruncatedLoss(Strict):
     """REINFORCE with the importance weight truncated at `cap` (TIS)."""
 
     type: Literal["truncated"] = "truncated"
     cap: float = Field(2.0, gt=0)
 
 
-class LossConfig(_Strict):
+class LossConfig(Strict):
     ratio: ClippedLoss | TruncatedLoss = Field(default_factory=ClippedLoss, discriminator="type")
     """The per-token objective."""
     normalization: Literal["per_token", "per_sequence", "constant"] = "per_token"
@@ -46,7 +44,7 @@ class LossConfig(_Strict):
         return self
 
 
-class OptimConfig(_Strict):
+class OptimConfig(Strict):
     lr: float = Field(1e-6, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     betas: tuple[float, float] = (0.9, 0.999)
@@ -54,7 +52,7 @@ class OptimConfig(_Strict):
     max_grad_norm: float = Field(1.0, gt=0)
 
 
-class LoraConfig(_Strict):
+class LoraConfig(Strict):
     """Low-rank adapters (peft) on the listed modules; the base weights stay frozen."""
 
     rank: int = Field(16, ge=1)
@@ -68,7 +66,7 @@ class LoraConfig(_Strict):
     """Names of the linear layers that get adapters."""
 
 
-class TrainerConfig(_Strict):
+class TrainerConfig(Strict):
     optim: OptimConfig = Field(default_factory=OptimConfig)
     loss: LossConfig = Field(default_factory=LossConfig)
     dtype: Literal["float32", "bfloat16"] = "float32"

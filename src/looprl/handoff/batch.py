@@ -1,9 +1,8 @@
-"""The orchestrator -> trainer boundary: training samples and the packed micro-batches made of them.
+"""Packed micro-batches: what the trainer trains on, laid out as prompt trees.
 
-`TrainingSample` is produced by `orchestrator.samples` from a rollout's recorded model calls and
-consumed by `orchestrator.packing`. `MicroBatch` is produced by `orchestrator.packing` and consumed
-by the trainer's train step, which may run in another process: both are plain pydantic models (JSON
-on the wire), with no torch in them.
+Produced by the orchestrator (`orchestrator.packing`, from the step's training samples) and carried
+to the trainer in `steps/step_N/batch.json` (`TrainBatch`); consumed by the trainer's train step and
+logprob pass. Plain pydantic models (JSON on the wire), no torch.
 
 Every per-token list is aligned with `token_ids`: entry t describes token t (the trainer's logprob of
 token t comes from the logits at t-1, so the first token of a sequence never carries loss).
@@ -17,32 +16,21 @@ from typing import NamedTuple
 from pydantic import BaseModel
 
 
-class TrainingSample(BaseModel):
-    """One token sequence of a rollout, with the tokens the model generated marked for the loss."""
-
-    rollout_id: str
-    token_ids: list[int]
-    loss_mask: list[bool]
-    """True for tokens the model generated (completions); False for prompts, tool output, templates."""
-    inference_logprobs: list[float]
-    """The engine's logprob of each generated token; 0.0 where `loss_mask` is False."""
-    advantage: float
-
-    @property
-    def loss_tokens(self) -> int:
-        return sum(self.loss_mask)
-
-
 class Tree(BaseModel):
     """Samples laid out in a packed row: a prefix once, then each sample's continuation after it.
 
-    Samples of a GRPO group share their prompt, so the prompt is computed once and each sibling's
-    completion attends to it (`branches` are the continuations' lengths). A sample that shares its
-    prompt with no other is a tree with no branches: `prefix` is the whole sample.
+    Produced by orchestrator packing, consumed by the trainer (attention mask, loss spans). Samples
+    of a GRPO group share their prompt, so the prompt is computed once and each sibling's completion
+    attends to it (`branches` are the continuations' lengths). A sample that shares its prompt with
+    no other is a tree with no branches: `prefix` is the whole sample.
     """
 
     prefix: int
     branches: list[int] = []
+    rollout_ids: list[str] = []
+    """The rollout of each branch, in order; a tree with no branches has one, its sample's. Packing
+    always fills it (so the trainer can report per rollout); it is empty only for a row laid out by
+    hand, such as one sequence scored on its own."""
 
     @property
     def length(self) -> int:
@@ -73,6 +61,7 @@ def row_segments(trees: Sequence[Tree]) -> list[Segment]:
 class MicroBatch(BaseModel):
     """Trees of samples packed into one row (the trainer's attention mask keeps them apart).
 
+    Produced by orchestrator packing; consumed by the trainer, one forward/backward pass each.
     Position ids restart at 0 at each tree and continue from the prefix's length in each branch, so
     every sample sees exactly the positions it had at generation.
     """

@@ -1,4 +1,8 @@
-"""Every run-directory path in one place (see ARCHITECTURE.md, "Run directory")."""
+"""Every run-directory path in one place (see ARCHITECTURE.md, "Run directory").
+
+What the files under `steps/`, `checkpoints/` and `broadcasts/` hold, and when one is complete, is
+`looprl.handoff`'s business; this module only names them.
+"""
 
 from __future__ import annotations
 
@@ -46,17 +50,29 @@ def env_worker_log_path(run_dir: Path, split: str, env_name: str, worker_id: int
     return env_log_dir(run_dir, split, env_name) / f"env_worker_{worker_id}.log"
 
 
+def checkpoints_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "checkpoints"
+
+
 def checkpoint_dir(run_dir: Path, step: int) -> Path:
-    return Path(run_dir) / "checkpoints" / f"step_{step}"
+    return checkpoints_dir(run_dir) / f"step_{step}"
+
+
+def broadcasts_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "broadcasts"
 
 
 def broadcast_dir(run_dir: Path, step: int) -> Path:
-    return Path(run_dir) / "broadcasts" / f"step_{step}"
+    return broadcasts_dir(run_dir) / f"step_{step}"
+
+
+def steps_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "steps"
 
 
 def step_dir(run_dir: Path, step: int) -> Path:
     """`steps/step_N/`: the hand-off between orchestrator and trainer for step N."""
-    return Path(run_dir) / "steps" / f"step_{step}"
+    return steps_dir(run_dir) / f"step_{step}"
 
 
 def batch_path(run_dir: Path, step: int) -> Path:

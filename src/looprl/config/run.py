@@ -17,35 +17,34 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from looprl.config.base import Strict
+from looprl.config.loading import load_config
+from looprl.config.orchestrator import EnvConfig, OrchestratorConfig
+from looprl.config.trainer import TrainerConfig
 from looprl.models import DEFAULT_MODEL
-from looprl.orchestrator.config import EnvConfig, OrchestratorConfig
-from looprl.trainer.config import TrainerConfig
+from looprl.paths import config_path
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ModelConfig(_Strict):
+class ModelConfig(Strict):
     name: str = DEFAULT_MODEL
     """The policy: the bundled alias, a local HF-format directory or a Hub id. Engine and trainer load it."""
 
 
-class InferenceConfig(_Strict):
+class InferenceConfig(Strict):
     max_batch_size: int = Field(64, ge=1)
     """Most sequences the embedded engine decodes together."""
 
 
-class LogConfig(_Strict):
+class LogConfig(Strict):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """Level of the process logs (and of env log records captured per rollout)."""
     json_logging: bool = False
     """Write the process logs as JSON lines instead of text."""
 
 
-class RLConfig(_Strict):
+class RLConfig(Strict):
     output_dir: Path = Path("runs/rl")
     """The run directory: config, run store, checkpoints, broadcasts, logs."""
     max_steps: int = Field(20, ge=1)
@@ -78,7 +77,4 @@ def _drop_none(value: Any) -> Any:
 
 def read_run_config(run_dir: Path) -> RLConfig:
     """The config the launcher wrote into a run directory (what every child process runs)."""
-    from looprl.config import load_config
-    from looprl.store.paths import config_path
-
     return load_config(RLConfig, ["@", str(config_path(run_dir))])

@@ -2,9 +2,9 @@
 
 import asyncio
 
-from looprl.launch.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
+from looprl.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
 from looprl.orchestrator.packing import pack
-from looprl.orchestrator.types import TrainingSample
+from looprl.orchestrator.training_samples import TrainingSample
 
 
 def test_a_batch_round_trips_and_leaves_no_temporary_files(tmp_path):

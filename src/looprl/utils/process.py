@@ -1,7 +1,8 @@
-"""The shared body of every `looprl rl` child process's entry point.
+"""The shared body of every `looprl rl` child process's entry point (`python -m looprl.trainer`, ...).
 
 Reads the run's resolved `config.toml`, sets up the process logger, runs the process, and turns an
 exception into a logged traceback and exit status 1, so the supervisor sees a clean non-zero exit.
+It lives outside `launch` (the supervisor) because the processes it starts must not import it.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from looprl.launch.config import RLConfig, read_run_config
+from looprl.config import RLConfig, read_run_config
 from looprl.utils.logger import setup_logger
 
 

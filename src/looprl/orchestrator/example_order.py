@@ -13,7 +13,7 @@ from typing import Any
 from looprl.envs.types import Example
 
 
-class ExampleSampler:
+class ExampleOrder:
     def __init__(self, examples: Sequence[Example], seed: int, state: dict[str, Any] | None = None) -> None:
         if not examples:
             raise ValueError("no training examples")

@@ -14,7 +14,8 @@ For each step N (from 1):
    minus the group's mean; failed rollouts stay out of the loss unless `include_failed`; groups
    with no non-zero advantage are skipped and counted.
 5. Samples from the recorded calls, packed by token budget into `steps/step_N/batch.json`.
-6. Store: the rollouts at once, each with the components it was zero-filled on; the step's metrics when the trainer's report for step N arrives.
+6. Store: the rollouts at once, each with the components it was zero-filled on; the step's metrics
+   when the trainer's report for step N arrives.
 
 Env code runs in env server worker processes (`EnvServerHost`, logs under `logs/envs/`), never on
 this process's event loop. A checkpoint saves the sampler's position after the last example

@@ -16,7 +16,6 @@ from fastapi.staticfiles import StaticFiles
 from looprl.inspector import api, pages
 from looprl.inspector.catalog import RunCatalog
 from looprl.inspector.security import SecurityMiddleware
-from looprl.inspector.zerofill import ZeroFill
 
 
 def create_app(run_dirs: list[Path], token: str | None = None) -> FastAPI:
@@ -30,7 +29,6 @@ def create_app(run_dirs: list[Path], token: str | None = None) -> FastAPI:
 
     app = FastAPI(title="looprl inspector", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.catalog = catalog
-    app.state.zero_fill = ZeroFill()
     app.add_middleware(SecurityMiddleware, token=token)
     app.mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static")
     app.include_router(api.router)

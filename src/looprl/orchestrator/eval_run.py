@@ -5,6 +5,10 @@ Runs the env in `env_workers` worker processes (`EnvServerHost`, logs under
 sibling rollouts for each of the first `n` examples with at most `concurrency` rollouts in flight,
 writes every finished group to the run store, and returns the run summary. Nothing is lost on
 failure: groups already finished are in the store, and the run is marked `failed` or `interrupted`.
+
+The batch that reward components are zero-filled across is the whole split, known only once every
+group is in: the rollouts are written as their groups finish and their `zero_filled` names are
+stored at the end (also when the run fails or is interrupted, for the rollouts it has).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from looprl.envserver.host import EnvServerHost
 from looprl.errors import UserError
 from looprl.gateway.app import Gateway
 from looprl.orchestrator.groups import new_id, rollout_group
-from looprl.orchestrator.rewards import total_reward
+from looprl.orchestrator.rewards import mark_zero_filled, total_reward
 from looprl.orchestrator.summary import summarize
 from looprl.paths import db_path
 from looprl.store.records import RolloutRecord, RunInfo
@@ -93,7 +97,7 @@ async def run_eval(cfg: EvalConfig, on_progress: Callable[[int, int], None] | No
     name = env_name(cfg.env)
     writer.start_run(RunInfo(run_id=run_id, kind="eval", env=cfg.env, env_name=name, model=cfg.model,
                              config=cfg.model_dump(mode="json"), created_at=time.time()))
-    results: list[RolloutResult] = []
+    results: list[RolloutRecord] = []
     started = time.time()
     status = "failed"
     try:
@@ -129,6 +133,8 @@ async def run_eval(cfg: EvalConfig, on_progress: Callable[[int, int], None] | No
         status = "interrupted"
         raise
     finally:
+        mark_zero_filled(results)
+        writer.mark_zero_filled(results)
         summary = summarize(results, time.time() - started)
         writer.finish_run(run_id, status, summary)
         writer.close()

@@ -14,7 +14,8 @@ For each step N (from 1):
    minus the group's mean; failed rollouts stay out of the loss unless `include_failed`; groups
    with no non-zero advantage are skipped and counted.
 5. Samples from the recorded calls, packed by token budget into `steps/step_N/batch.json`.
-6. Store: the rollouts at once; the step's metrics when the trainer's report for step N arrives.
+6. Store: the rollouts at once, each with the components it was zero-filled on; the step's metrics
+   when the trainer's report for step N arrives.
 
 Env code runs in env server worker processes (`EnvServerHost`, logs under `logs/envs/`), never on
 this process's event loop. A checkpoint saves the example order's position after the last example
@@ -40,6 +41,7 @@ from looprl.orchestrator.example_order import ExampleOrder
 from looprl.orchestrator.groups import rollout_group
 from looprl.orchestrator.inflight import GroupPool
 from looprl.orchestrator.packing import pack
+from looprl.orchestrator.rewards import mark_zero_filled
 from looprl.orchestrator.step_metrics import rollout_metrics, summary_line
 from looprl.orchestrator.training_samples import build_samples
 from looprl.orchestrator.weights import WeightSync
@@ -135,6 +137,7 @@ class Orchestrator:
                 if advantage is not None and not adv.skipped:
                     samples += build_samples(result.rollout_id, calls, advantage)
                 records.append(self.record(result, calls, step, reward, None if adv.skipped else advantage))
+        mark_zero_filled(records)  # the batch; dropped groups are in none
         micro_batches = pack(samples, ocfg.token_budget)
         write_model(batch_path(self.run_dir, step),
                     TrainBatch(step=step, micro_batches=micro_batches, progress={"sampler": order.state()}))
@@ -170,6 +173,7 @@ class Orchestrator:
         weights = cfg.orchestrator.reward_weights
         records = [self.record(r, calls, step, rollout_reward(r, weights), None)
                    for group in groups for r, calls in group]
+        mark_zero_filled(records)
         await asyncio.to_thread(self.writer.write_rollouts, records)
         stats = rollout_metrics(records, weights)
         keep = [k for k in stats if k.startswith("reward") or k == "pass_rate" or k == "completion_len"]

@@ -2,7 +2,8 @@
 
 seeds/001: "the trainer fills a missing component with zero wherever another rollout in the same
 training batch emitted that component". Failed rollouts (operational failures) carry no components
-and no total; they are reported, never scored as zero unless the run asks for it.
+and no total; they are reported, never scored as zero unless the run asks for it. Which components
+each rollout was zero-filled on is stored with it (`mark_zero_filled`), so viewers can mark them.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from looprl.envs.types import RolloutResult
+from looprl.store.records import RolloutRecord
 
 
 def component_names(results: Iterable[RolloutResult]) -> list[str]:
@@ -25,6 +27,14 @@ def component_names(results: Iterable[RolloutResult]) -> list[str]:
 def zero_filled(rewards: Mapping[str, float], names: Sequence[str]) -> dict[str, float]:
     """`rewards` with every batch component present (missing ones as 0.0)."""
     return {name: float(rewards.get(name, 0.0)) for name in names}
+
+
+def mark_zero_filled(batch: Sequence[RolloutRecord]) -> None:
+    """Set each record's `zero_filled`: the batch's components a scored rollout did not emit (sorted);
+    none for failed ones. The batch is the set `reward_stats` averages over."""
+    names = component_names(batch)
+    for r in batch:
+        r.zero_filled = sorted(n for n in names if n not in r.rewards) if r.scored else []
 
 
 def total_reward(rewards: Mapping[str, float], weights: Mapping[str, float] | None = None) -> float:

@@ -106,6 +106,7 @@ CREATE INDEX IF NOT EXISTS rollouts_by_step ON rollouts (run_id, split, step);
 CREATE INDEX IF NOT EXISTS rollouts_by_group ON rollouts (group_id);
 CREATE INDEX IF NOT EXISTS rollouts_by_reason ON rollouts (run_id, termination_reason);
 CREATE INDEX IF NOT EXISTS rollouts_by_reward ON rollouts (run_id, reward);
+CREATE INDEX IF NOT EXISTS rollouts_by_example ON rollouts (run_id, example_id);
 -- the inspector's list, counts and filters on large stores
 CREATE INDEX IF NOT EXISTS rollouts_by_run_step ON rollouts (run_id, step);
 CREATE INDEX IF NOT EXISTS rollouts_by_split_reason ON rollouts (run_id, split, termination_reason);

@@ -13,7 +13,8 @@ process package (orchestrator, trainer, inference, ...): each process imports it
 from looprl.config.loading import load_config, merge_arguments, validate
 from looprl.config.orchestrator import EnvConfig, EvalSettings, OrchestratorConfig, SamplingParams
 from looprl.config.run import InferenceConfig, LogConfig, ModelConfig, RLConfig, read_run_config
-from looprl.config.trainer import ClippedLoss, LoraConfig, LossConfig, OptimConfig, TrainerConfig, TruncatedLoss
+from looprl.config.trainer import (ClippedLoss, LoraConfig, LossConfig, MaskedLoss, OptimConfig, TrainerConfig,
+                                   TruncatedLoss)
 
 __all__ = [
     "ClippedLoss",
@@ -23,6 +24,7 @@ __all__ = [
     "LogConfig",
     "LoraConfig",
     "LossConfig",
+    "MaskedLoss",
     "ModelConfig",
     "OptimConfig",
     "OrchestratorConfig",

@@ -27,8 +27,16 @@ class TruncatedLoss(Strict):
     cap: float = Field(2.0, gt=0)
 
 
+class MaskedLoss(Strict):
+    """The importance-weighted gradient, with tokens whose ratio is outside [low, high] masked out."""
+
+    type: Literal["masked"] = "masked"
+    low: float = Field(0.5, ge=0)
+    high: float = Field(2.0, gt=0)
+
+
 class LossConfig(Strict):
-    ratio: ClippedLoss | TruncatedLoss = Field(default_factory=ClippedLoss, discriminator="type")
+    ratio: ClippedLoss | TruncatedLoss | MaskedLoss = Field(default_factory=ClippedLoss, discriminator="type")
     """The per-token objective."""
     normalization: Literal["per_token", "per_sequence", "constant"] = "per_token"
     """How the step's token losses are averaged (see `trainer.loss.normalization`)."""

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from looprl.trainer.loss import clipped, normalization, policy_loss, truncated
+from looprl.trainer.loss import clipped, masked, normalization, policy_loss, truncated
 
 
 def _logps(*probs: float) -> torch.Tensor:
@@ -46,16 +46,41 @@ def test_truncated_caps_the_weight_and_keeps_the_gradient():
     assert logprobs.grad.tolist() == pytest.approx([-2.0, 1.0])
 
 
+def test_masked_keeps_the_gradient_past_the_clip_and_drops_outliers():
+    # ratios 1.5 (past PPO's 1.2: clipped would give no gradient), 3.0 and 0.25 (outside [0.5, 2]), 0.8
+    logprobs = _logps(0.75, 0.6, 0.05, 0.4).requires_grad_()
+    inference = _logps(0.5, 0.2, 0.2, 0.5)
+    advantages = torch.tensor([1.0, 1.0, -1.0, -1.0], dtype=torch.float64)
+    weights = torch.ones(4, dtype=torch.float64)
+    out = policy_loss(masked.token_loss, logprobs, inference, advantages, weights)
+    # value -ratio*A on the kept tokens: -1.5 + 0.8
+    assert out.loss.item() == pytest.approx(-0.7)
+    assert out.clipped == 2
+    out.loss.backward()
+    # gradient -ratio*A where kept (the importance-weighted policy gradient), 0 where masked
+    assert logprobs.grad.tolist() == pytest.approx([-1.5, 0.0, 0.0, 0.8])
+
+
+def test_masked_band_is_configurable():
+    log_ratio = torch.log(torch.tensor([1.5, 3.0], dtype=torch.float64))
+    out = masked.token_loss(log_ratio, torch.ones(2, dtype=torch.float64), low=0.125, high=8.0)
+    assert out.clipped.tolist() == [False, False]
+    assert out.loss.tolist() == pytest.approx([-1.5, -3.0])
+
+
 def test_on_policy_variants_agree():
     logprobs = _logps(0.3, 0.6).requires_grad_()
     advantages = torch.tensor([0.5, -1.5], dtype=torch.float64)
     weights = torch.tensor([0.5, 0.5], dtype=torch.float64)
     a = policy_loss(clipped.token_loss, logprobs, logprobs.detach(), advantages, weights)
     b = policy_loss(truncated.token_loss, logprobs, logprobs.detach(), advantages, weights)
-    assert a.loss.item() == pytest.approx(0.5) and b.loss.item() == pytest.approx(0.5)
+    c = policy_loss(masked.token_loss, logprobs, logprobs.detach(), advantages, weights)
+    assert a.loss.item() == pytest.approx(0.5) and b.loss.item() == pytest.approx(0.5) and c.loss.item() == pytest.approx(0.5)
     ga, = torch.autograd.grad(a.loss, logprobs)
     gb, = torch.autograd.grad(b.loss, logprobs)
+    gc, = torch.autograd.grad(c.loss, logprobs)
     assert ga.tolist() == pytest.approx([-0.25, 0.75]) and gb.tolist() == pytest.approx([-0.25, 0.75])
+    assert gc.tolist() == pytest.approx([-0.25, 0.75])
 
 
 def test_tokens_off_the_mask_contribute_nothing_even_with_sentinel_logprobs():

@@ -24,6 +24,12 @@ def test_truncated_and_constant_from_overrides():
     assert select.normalize(config.loss)([torch.tensor([True, False])])[0].tolist() == [0.25, 0.0]
 
 
+def test_masked_from_overrides():
+    config = load_config(TrainerConfig, ["--loss.ratio.type", "masked", "--loss.ratio.high", "4"])
+    out = select.token_loss(config.loss)(torch.log(torch.tensor([3.0, 0.25])), torch.tensor([1.0, 1.0]))
+    assert out.loss.tolist() == pytest.approx([-3.0, 0.0])  # 3 inside [0.5, 4]; 0.25 masked
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--loss.normalization", "constant"], "needs normalization_constant"),
     (["--loss.ratio.type", "truncated", "--loss.ratio.eps_low", "0.1"], "loss.ratio.truncated.eps_low"),

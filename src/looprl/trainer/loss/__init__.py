@@ -1,12 +1,12 @@
 """The trainer's policy-gradient loss: `policy_loss` and its variants.
 
-Per-token objectives (`clipped.token_loss`, `truncated.token_loss`) turn the importance ratio
+Per-token objectives (`clipped.token_loss`, `truncated.token_loss`, `masked.token_loss`) turn the importance ratio
 exp(logp_trainer - logp_inference) and the advantage into a loss per token; a normalisation
 (`normalization.per_token` — the default —, `per_sequence`, `constant`) turns a step's loss masks into
 per-token weights; `kl.token_kl` is the optional penalty towards a reference model.
 """
 
-from looprl.trainer.loss import clipped, kl, normalization, truncated
+from looprl.trainer.loss import clipped, kl, masked, normalization, truncated
 from looprl.trainer.loss.policy import LossOutput, TokenLoss, TokenLossOutput, policy_loss
 
-__all__ = ["LossOutput", "TokenLoss", "TokenLossOutput", "clipped", "kl", "normalization", "policy_loss", "truncated"]
+__all__ = ["LossOutput", "TokenLoss", "TokenLossOutput", "clipped", "kl", "masked", "normalization", "policy_loss", "truncated"]

@@ -1,7 +1,7 @@
 """The token-level policy-gradient loss of one micro-batch, read top to bottom.
 
 log_ratio = logp_trainer - logp_inference          (the importance ratio, in log space)
-per_token = token_loss(log_ratio, advantages)      (a variant: PPO-style clipped, or truncated IS)
+per_token = token_loss(log_ratio, advantages)      (a variant: PPO-style clipped, truncated IS, masked IS)
           + kl_coef * kl(logp_trainer, logp_ref)   (optional, off by default)
 loss      = sum(per_token * weights)               (weights: the normalisation, 0 off the loss mask)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from looprl.config import ClippedLoss, LossConfig
-from looprl.trainer.loss import clipped, normalization, truncated
+from looprl.config import ClippedLoss, LossConfig, MaskedLoss
+from looprl.trainer.loss import clipped, masked, normalization, truncated
 from looprl.trainer.loss.policy import TokenLoss
 from looprl.trainer.step import Normalization
 
@@ -13,6 +13,8 @@ from looprl.trainer.step import Normalization
 def token_loss(config: LossConfig) -> TokenLoss:
     if isinstance(config.ratio, ClippedLoss):
         return partial(clipped.token_loss, eps_low=config.ratio.eps_low, eps_high=config.ratio.eps_high)
+    if isinstance(config.ratio, MaskedLoss):
+        return partial(masked.token_loss, low=config.ratio.low, high=config.ratio.high)
     return partial(truncated.token_loss, cap=config.ratio.cap)
 
 

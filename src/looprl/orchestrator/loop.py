@@ -42,7 +42,7 @@ from looprl.orchestrator.groups import rollout_group
 from looprl.orchestrator.inflight import GroupPool
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.rewards import mark_zero_filled
-from looprl.orchestrator.step_metrics import rollout_metrics, summary_line
+from looprl.orchestrator.step_metrics import first_request, lag_metrics, rollout_metrics, summary_line
 from looprl.orchestrator.training_samples import build_samples
 from looprl.orchestrator.weights import WeightSync
 from looprl.paths import batch_path, progress_path, trainer_report_path
@@ -122,7 +122,8 @@ class Orchestrator:
         landed = await pool.collect(step, prefetch=step < cfg.max_steps, before_top_up=self.weights.sync)
         metrics["gen_time_s"] = time.perf_counter() - gen_start
         groups = [g.group for g in landed.fresh]
-        metrics["off_policy_lag"] = sum(step - 1 - g.policy_version for g in landed.fresh) / len(landed.fresh)
+        metrics.update(lag_metrics(step, [(g.policy_version, first_request(g.group)) for g in landed.fresh],
+                                   self.weights.published_at, self.weights.loaded_at))
         metrics["groups_dropped"] = float(len(landed.stale))
         metrics["rollouts_dropped"] = float(sum(len(g.group) for g in landed.stale))
 

@@ -7,8 +7,12 @@ Metric names (the JSON object stored per step, `looprl metrics` prints them):
 - `rollouts`, `failed`, `termination/<reason>`; `groups_skipped` (zero advantage, out of the batch).
 - `groups_dropped`, `rollouts_dropped`: groups that started on weights more than
   `max_off_policy_steps` behind the step (stored with no advantage, not trained, not in the rewards).
-- `off_policy_lag`: mean number of optimizer steps between the policy that generated the batch and
-  the one it trains.
+- `off_policy_lag`, `off_policy_lag_max`: mean and largest number of optimizer steps between the
+  weights a group started on and the policy that trains on it (step N trains version N - 1);
+  `groups_behind_newest`: groups that started while a newer broadcast than the engine's was stable.
+- `weights_load_delay_s`: for the newest weights the step's groups ran on, from the broadcast being
+  stable to the engine having loaded it; `first_request_after_load_s`: from that load to the step's
+  first model request (negative: the step's first groups started on older weights).
 - `prompt_tokens`, `completion_tokens`, `completion_len` (mean per rollout), `samples`, `micro_batches`.
 - `gen_span_s` (first rollout start to last rollout end; groups may have started during the
   previous step), `gen_tokens_per_s` (completion tokens / `gen_span_s`), `gen_time_s` (how long the
@@ -26,7 +30,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from looprl.orchestrator.rewards import reward_stats, total_reward
-from looprl.store.records import RolloutRecord
+from looprl.envs.types import RolloutResult
+from looprl.store.records import ModelCall, RolloutRecord
 
 
 def rollout_metrics(records: Sequence[RolloutRecord], weights: Mapping[str, float] | None = None) -> dict[str, float]:
@@ -44,6 +49,30 @@ def rollout_metrics(records: Sequence[RolloutRecord], weights: Mapping[str, floa
     if records:
         metrics["gen_span_s"] = max(r.finished_at for r in records) - min(r.started_at for r in records)
         metrics["gen_tokens_per_s"] = metrics["completion_tokens"] / max(metrics["gen_span_s"], 1e-9)
+    return metrics
+
+
+def first_request(group: Sequence[tuple[RolloutResult, Sequence[ModelCall]]]) -> float:
+    """When a group's first model request was sent (epoch seconds; its first start if it made none)."""
+    return min((c.started_at for _, calls in group for c in calls), default=min(r.started_at for r, _ in group))
+
+
+def lag_metrics(step: int, groups: Sequence[tuple[int, float]], published_at: Mapping[int, float],
+                loaded_at: Mapping[int, float]) -> dict[str, float]:
+    """Off-policy lag and weight-handoff timing of a step's groups, each `(weights version, first request time)`.
+
+    `published_at` and `loaded_at` (epoch seconds by version) say when each broadcast became stable
+    and when the engine had loaded it; version 0 (the initial weights) has neither.
+    """
+    lags = [step - 1 - version for version, _ in groups]
+    metrics = {"off_policy_lag": sum(lags) / max(len(lags), 1), "off_policy_lag_max": float(max(lags, default=0)),
+               "groups_behind_newest": float(sum(any(v > version and t >= p for v, p in published_at.items())
+                                                 for version, t in groups))}
+    newest = max((version for version, _ in groups), default=0)
+    if newest in loaded_at:
+        metrics["first_request_after_load_s"] = min(t for _, t in groups) - loaded_at[newest]
+        if newest in published_at:
+            metrics["weights_load_delay_s"] = loaded_at[newest] - published_at[newest]
     return metrics
 
 

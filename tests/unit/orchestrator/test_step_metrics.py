@@ -1,6 +1,6 @@
 """Step metrics from stored rollouts: zero-filled component means, pass rate, reasons, tokens; the summary line."""
 
-from looprl.orchestrator.step_metrics import rollout_metrics, summary_line
+from looprl.orchestrator.step_metrics import lag_metrics, rollout_metrics, summary_line
 from looprl.store.records import RolloutRecord
 
 
@@ -35,3 +35,18 @@ def test_summary_line_has_rewards_and_training_figures():
     line = summary_line(3, m)
     assert line.startswith("step 3 | reward 1.000 (correct 1.00)") and "finished=1" in line
     assert "loss 0.1000" in line and "eval 0.250" in line
+
+
+def test_lag_metrics_time_the_weight_handoff():
+    """Step 5 trains version 4: groups on versions 3 and 4; version 4 was stable at 100, loaded at 103."""
+    groups = [(3, 101.0), (4, 104.0), (4, 106.0)]
+    m = lag_metrics(5, groups, published_at={3: 90.0, 4: 100.0}, loaded_at={3: 91.0, 4: 103.0})
+    assert m["off_policy_lag"] == (1 + 0 + 0) / 3 and m["off_policy_lag_max"] == 1
+    assert m["groups_behind_newest"] == 1  # the version-3 group started after version 4 was stable
+    assert m["weights_load_delay_s"] == 3.0
+    assert m["first_request_after_load_s"] == 101.0 - 103.0
+
+
+def test_lag_metrics_on_the_initial_weights():
+    m = lag_metrics(1, [(0, 5.0)], published_at={}, loaded_at={})
+    assert m == {"off_policy_lag": 0.0, "off_policy_lag_max": 0.0, "groups_behind_newest": 0.0}

@@ -31,6 +31,7 @@ async def test_sync_loads_the_newest_stable_broadcast_only(tmp_path):
     broadcast(tmp_path, 3, stable=False)
     assert await sync.sync() and sync.loaded == [("step_2", 2)]
     assert not await sync.sync()
+    assert list(sync.published_at) == [2]  # when step_2's STABLE marker was written
 
 
 async def test_wait_for_returns_once_the_version_is_reached(tmp_path):

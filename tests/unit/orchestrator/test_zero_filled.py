@@ -37,6 +37,8 @@ def test_mark_zero_filled_over_a_batch():
 
 class FakeWeights:
     version = 0
+    published_at: dict[int, float] = {}
+    loaded_at: dict[int, float] = {}
 
     async def wait_for(self, version: int) -> None:
         pass

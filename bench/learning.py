@@ -1,18 +1,25 @@
-"""Reward against wall-clock on the CPU demo: `looprl rl` and TRL's `GRPOTrainer`, same model, reward, budget.
+"""Reward against wall-clock and steps: `looprl rl` and TRL's `GRPOTrainer`, same model, task, sampling, batch.
 
-Both train SmolLM2-135M-Instruct on `examples/demo` (single-digit additions, reward `correct` +
-0.5 * `brief` from `examples/demo/env.py:score`) with the same sampling (temperature 1, 12 new
-tokens), rollouts per step (32, groups of 8), learning rate, loss (token-level clipped ratio, no KL)
-and a fixed wall-clock budget each, one after the other. looprl runs as a user runs it (`looprl rl`,
-engine + orchestrator + trainer processes, one step of off-policy lag); TRL generates with
-`model.generate` in its own process. The clock starts when each is launched (model loading included);
-a step's reward is timed when it became known: when looprl wrote the step's batch, when TRL called
-its reward functions (generation done, before the training step).
+Both train SmolLM2-135M-Instruct on a task's `rl.toml` (`--task demo`: single-digit additions, which
+both saturate within minutes; `--task two_digit`: two-digit additions, which neither masters in ten
+minutes) with the same reward (the task's `env.py:score`, weighted as in `rl.toml`), sampling
+(temperature, max tokens), rollouts per step and groups, learning rate and no KL, for `--seeds` runs
+each of `--budget-s` seconds, one after the other. looprl runs as a user runs it (`looprl rl`:
+engine, orchestrator and trainer processes, the config's defaults); TRL runs `GRPOTrainer` as its
+users do (generation with `model.generate` in the training process), one process per seed too. Every
+setting in which the two runs still differ is printed with the results.
 
-Prints, per system, the mean train reward of each step against seconds since launch, and a summary:
-final reward (mean of the last 3 steps) and the seconds looprl needed to reach TRL's final reward.
+The clock starts when a run is launched (imports and model loading included). A step's reward is
+timed when it became known: when looprl wrote the step's batch, when TRL called its reward functions
+(generation done, before the training step). Per system it prints the median [range] over seeds of
+the seconds and the steps until a step's train reward first reached 50 %, 80 % and 95 % of the
+task's maximum, how many seeds got there, the looprl/TRL ratio of the medians, and the worst drop of
+the 3-step mean reward after a seed first reached 80 % (from its running peak: a collapse shows
+here). It writes `results.json` and a PNG of every seed's reward against seconds and against steps.
 
-    .venv/bin/python bench/learning.py [--budget-s 600] [--lr 2e-5] [--out runs/bench-learning]
+    .venv/bin/python bench/learning.py [--task demo|two_digit] [--seeds 3] [--budget-s 600] [--lr 2e-5]
+        [--only looprl|trl] [--looprl-args "--orchestrator.max_off_policy_steps 0"] [--out runs/bench-learning]
+    .venv/bin/python bench/learning.py --summarize runs/bench-learning/demo/results.json   # again, no runs
 """
 
 from __future__ import annotations
@@ -21,22 +28,55 @@ import argparse
 import importlib.util
 import json
 import os
+import shlex
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import time
+import tomllib
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "examples" / "demo"
+TASKS = {"demo": ROOT / "examples" / "demo", "two_digit": ROOT / "examples" / "two_digit"}
+LEVELS = (0.5, 0.8, 0.95)
+SYSTEMS = ("looprl", "trl")
+Point = tuple[float, int, float]  # seconds since launch, step, mean train reward of the step
 
 
-def run_looprl(args: argparse.Namespace) -> list[tuple[float, float]]:
-    out = Path(args.out) / "looprl"
+def task_env(task: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"{task}_env", TASKS[task] / "env.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def task_config(task: str) -> dict[str, Any]:
+    return tomllib.loads((TASKS[task] / "rl.toml").read_text())
+
+
+def reward_weights(task: str) -> dict[str, float]:
+    """Every component `score` returns, with its weight in the task's `rl.toml` (1 if not listed)."""
+    listed = task_config(task).get("orchestrator", {}).get("reward_weights", {})
+    return {name: listed.get(name, 1.0) for name in task_env(task).score("", 0)}
+
+
+def max_reward(task: str) -> float:
+    return sum(reward_weights(task).values())  # every component is in [0, 1]
+
+
+# --- the runs ---------------------------------------------------------------------------------
+
+def run_looprl(args: argparse.Namespace, seed: int, out: Path) -> list[Point]:
     subprocess.run(["rm", "-rf", str(out)], check=True)
-    command = [sys.executable, "-m", "looprl.cli", "rl", "@", str(DEMO / "rl.toml"), "--output_dir", str(out),
-               "--max_steps", "10000", "--orchestrator.eval.num_examples", "0", "--trainer.optim.lr", str(args.lr)]
+    command = [sys.executable, "-m", "looprl.cli", "rl", "@", str(TASKS[args.task] / "rl.toml"), "--output_dir", str(out),
+               "--max_steps", "10000", "--seed", str(seed), "--orchestrator.eval.num_examples", "0",
+               "--trainer.optim.lr", str(args.lr), *shlex.split(args.looprl_args)]
     started = time.time()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -45,90 +85,235 @@ def run_looprl(args: argparse.Namespace) -> list[tuple[float, float]]:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     with sqlite3.connect(out / "looprl.db") as db:
-        rewards = [json.loads(m)["reward"] for (m,) in db.execute("SELECT metrics FROM steps ORDER BY step")]
-    return list(zip(_generation_end_times(out, started), rewards))
+        rewards = {step: json.loads(m)["reward"] for step, m in db.execute("SELECT step, metrics FROM steps")}
+    return [(t, step, rewards[step]) for step, t in _batch_written(out, started).items() if step in rewards]
 
 
-def _generation_end_times(out: Path, started: float) -> list[float]:
+def _batch_written(out: Path, started: float) -> dict[int, float]:
     """When each step's batch file was written (seconds since launch): the step's rewards were known then."""
-    steps = sorted((out / "steps").glob("step_*"), key=lambda p: int(p.name.removeprefix("step_")))
-    return [(p / "batch.json").stat().st_mtime - started for p in steps if (p / "batch.json").exists()]
+    batches = {int(p.name.removeprefix("step_")): p / "batch.json" for p in (out / "steps").glob("step_*")}
+    return {step: path.stat().st_mtime - started for step, path in sorted(batches.items()) if path.exists()}
 
 
-def run_trl(args: argparse.Namespace) -> list[tuple[float, float]]:
+def run_trl(args: argparse.Namespace, seed: int, out: Path) -> list[Point]:
+    """One TRL seed in its own process (so each pays its imports and model load, like a looprl run)."""
+    out.mkdir(parents=True, exist_ok=True)
+    result = out / "points.json"
+    command = [sys.executable, __file__, "--trl-worker", str(seed), "--task", args.task, "--lr", str(args.lr),
+               "--budget-s", str(args.budget_s), "--out", str(out)]
+    subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=os.environ | {"TOKENIZERS_PARALLELISM": "false"})
+    return [tuple(p) for p in json.loads(result.read_text())]
+
+
+def trl_config(task: str, seed: int, lr: float, out: Path) -> Any:
+    from trl import GRPOConfig
+
+    cfg = task_config(task)["orchestrator"]
+    return GRPOConfig(
+        output_dir=str(out), per_device_train_batch_size=cfg["batch_size"], num_generations=cfg["group_size"],
+        gradient_accumulation_steps=1, max_completion_length=cfg["sampling"]["max_tokens"],
+        reward_weights=list(reward_weights(task).values()), temperature=cfg["sampling"]["temperature"],
+        loss_type="dapo", beta=0.0, learning_rate=lr, lr_scheduler_type="constant", warmup_steps=0, max_grad_norm=1.0,
+        optim="adamw_torch_fused", use_cpu=True, report_to=[], save_strategy="no", bf16=False, logging_steps=1,
+        max_steps=10000, seed=seed,
+    )
+
+
+def trl_worker(args: argparse.Namespace) -> None:
     started = time.time()
     from datasets import Dataset
     from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from looprl.models import DEFAULT_MODEL, resolve_model
 
-    spec = importlib.util.spec_from_file_location("demo_env", DEMO / "env.py")
-    assert spec and spec.loader
-    demo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo)
-    rows = [json.loads(line) for line in (DEMO / "data" / "train.jsonl").read_text().splitlines()]
+    env = task_env(args.task)
+    rows = [json.loads(line) for line in (TASKS[args.task] / "data" / "train.jsonl").read_text().splitlines()]
     dataset = Dataset.from_list([{"prompt": r["prompt_messages"], "answer": r["answer"]} for r in rows] * 50)
-
     scored_at: list[float] = []  # when each step's rewards were computed (generation done, before training)
 
-    def component(name: str):  # noqa: ANN202
+    def component(name: str) -> Callable[..., list[float]]:
         def reward(completions, answer, **_):  # noqa: ANN001, ANN202
             scored_at.append(time.time() - started)
-            return [demo.score(c[-1]["content"].strip(), a)[name] for c, a in zip(completions, answer)]
+            return [env.score(c[-1]["content"].strip(), a)[name] for c, a in zip(completions, answer)]
         reward.__name__ = name
         return reward
 
-    points: list[tuple[float, float]] = []
+    points: list[Point] = []
+    out = Path(args.out)
 
     class Clock(TrainerCallback):
         def on_log(self, _args, state, control, logs=None, **kw):  # noqa: ANN001, ANN201
             if logs and "reward" in logs:
-                points.append((scored_at[-1], logs["reward"]))
+                points.append((scored_at[-1], state.global_step, logs["reward"]))
+                (out / "points.json").write_text(json.dumps(points))
 
         def on_step_end(self, _args, state, control, **kw):  # noqa: ANN001, ANN201
             control.should_training_stop = time.time() - started > args.budget_s
 
-    config = GRPOConfig(
-        output_dir=str(Path(args.out) / "trl"), per_device_train_batch_size=32, num_generations=8,
-        gradient_accumulation_steps=1, max_completion_length=12, reward_weights=[1.0, 0.5], temperature=1.0, loss_type="dapo", beta=0.0,
-        learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, max_grad_norm=1.0,
-        optim="adamw_torch_fused", use_cpu=True, report_to=[], save_strategy="no", bf16=False, logging_steps=1,
-        max_steps=10000, seed=0,
-    )
-    trainer = GRPOTrainer(model=str(resolve_model(DEFAULT_MODEL)), reward_funcs=[component("correct"), component("brief")],
+    config = trl_config(args.task, args.trl_worker, args.lr, out)
+    trainer = GRPOTrainer(model=str(resolve_model(DEFAULT_MODEL)), reward_funcs=[component(c) for c in reward_weights(args.task)],
                           args=config, train_dataset=dataset, callbacks=[Clock()])
     trainer.train()
-    return points
+    (out / "points.json").write_text(json.dumps(points))
 
 
-def summary(name: str, points: list[tuple[float, float]]) -> dict[str, float | None]:
-    last = [r for _, r in points[-3:]]
-    return {"steps": len(points), "final_reward": sum(last) / len(last) if last else None,
-            "first_reward": points[0][1] if points else None}
+# --- how the two runs differ -------------------------------------------------------------------
+
+def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    """(setting, looprl, TRL) for every setting of the comparison, from looprl's resolved config and TRL's."""
+    from looprl.config import ClippedLoss, RLConfig, load_config
+
+    cfg = load_config(RLConfig, ["@", str(TASKS[args.task] / "rl.toml"), "--trainer.optim.lr", str(args.lr),
+                                 *shlex.split(args.looprl_args)])
+    trl = trl_config(args.task, 0, args.lr, Path(args.out) / "trl-settings")
+    o, t, ratio = cfg.orchestrator, cfg.trainer, cfg.trainer.loss.ratio
+    looprl_ratio = (f"clipped eps {ratio.eps_low}/{ratio.eps_high}" if isinstance(ratio, ClippedLoss)
+                    else ", ".join(f"{k} {v}" for k, v in ratio.model_dump().items()))
+    return [
+        ("off-policy lag (steps)", str(o.max_off_policy_steps), "0 (generate, then train)"),
+        ("ratio objective", looprl_ratio, f"clipped eps {trl.epsilon}/{trl.epsilon_high or trl.epsilon}"),
+        ("loss normalisation", t.loss.normalization, {"dapo": "per_token"}.get(trl.loss_type, trl.loss_type)),
+        ("advantage divided by group std", str(o.normalize_std), str(trl.scale_rewards in ("group", "batch", True))),
+        ("learning rate", f"{t.optim.lr:g}", f"{trl.learning_rate:g}"),
+        ("warm-up steps", str(t.optim.warmup_steps), str(trl.warmup_steps)),
+        ("max grad norm", str(t.optim.max_grad_norm), str(trl.max_grad_norm)),
+        ("weight decay", str(t.optim.weight_decay), str(trl.weight_decay)),
+        ("Adam betas", str(tuple(t.optim.betas)), str((trl.adam_beta1, trl.adam_beta2))),
+        ("KL coefficient", str(t.loss.kl_coef), str(trl.beta)),
+        ("rollouts per step / group", f"{o.batch_size}/{o.group_size}",
+         f"{trl.per_device_train_batch_size}/{trl.num_generations}"),
+        ("temperature / top_p / max tokens", f"{o.sampling.temperature}/{o.sampling.top_p or 1.0}/{o.sampling.max_tokens}",
+         f"{trl.temperature}/{trl.top_p}/{trl.max_completion_length}"),
+        ("truncated completions trained", "True", str(not trl.mask_truncated_completions)),
+        ("generation", "inference engine process, continuous batching", "model.generate in the training process"),
+        ("example order", "looprl.orchestrator.example_order (seeded)", "TRL's RepeatSampler (seeded)"),
+    ]
+
+
+# --- the summary -------------------------------------------------------------------------------
+
+def first_reached(points: Sequence[Point], level: float) -> Point | None:
+    return next((p for p in points if p[2] >= level), None)
+
+
+def worst_drop(points: Sequence[Point], level: float) -> float | None:
+    """Largest fall of the 3-step mean reward below its running peak, after the run first reached `level`."""
+    start = next((i for i, p in enumerate(points) if p[2] >= level), None)
+    if start is None:
+        return None
+    means = [statistics.fmean(p[2] for p in points[max(i - 2, 0): i + 1]) for i in range(start, len(points))]
+    peak, drop = means[0], 0.0
+    for m in means:
+        peak, drop = max(peak, m), max(drop, peak - m)
+    return drop
+
+
+def spread(values: Sequence[float | None]) -> tuple[float | None, str]:
+    """Median over seeds and `median [min-max] k/n`; a seed that never got there counts as infinitely late."""
+    reached = sorted(v for v in values if v is not None)
+    if not reached:
+        return None, f"never 0/{len(values)}"
+    median = statistics.median(reached + [float("inf")] * (len(values) - len(reached)))
+    head = "never" if median == float("inf") else f"{median:.0f}"
+    return (None if median == float("inf") else median), f"{head} [{reached[0]:.0f}-{reached[-1]:.0f}] {len(reached)}/{len(values)}"
+
+
+def summarize(results: dict[str, Any]) -> list[str]:
+    top = results["max_reward"]
+    lines = [f"task {results['task']} (maximum reward {top:g}), {results['seeds']} seeds per system, budget {results['budget_s']:.0f} s,"
+             f" load average during the runs {results['load_average']}"]
+    header = f"{'level':<14}" + "".join(f"{s + ' s':>24}" for s in SYSTEMS) + f"{'ratio':>7}" + \
+        "".join(f"{s + ' steps':>22}" for s in SYSTEMS) + f"{'ratio':>7}"
+    lines.append(header)
+    for share in LEVELS:
+        level = share * top
+        row = f"{f'{share:.0%} ({level:.2f})':<14}"
+        for index in (0, 1):  # seconds, then steps
+            medians = {}
+            for system in SYSTEMS:
+                hits = [first_reached(points, level) for points in results["runs"].get(system, [])]
+                medians[system], text = spread([h[index] if h else None for h in hits])
+                row += f"{text:>{24 if index == 0 else 22}}"
+            a, b = medians["looprl"], medians["trl"]
+            row += f"{(f'{a / b:.2f}x' if a is not None and b else 'n/a'):>7}"
+        lines.append(row)
+    for system in SYSTEMS:
+        drops = [worst_drop(points, 0.8 * top) for points in results["runs"].get(system, [])]
+        known = [d for d in drops if d is not None]
+        lines.append(f"{system}: steps per run {[len(p) for p in results['runs'].get(system, [])]}, worst drop of the 3-step"
+                     f" mean after reaching 80 %: {max(known):.3f}" if known else f"{system}: no seed reached 80 %")
+    differ = [s for s in results["settings"] if s[1] != s[2]]
+    lines.append("settings in which the two runs differ (setting: looprl | TRL):")
+    lines += [f"  {name}: {a} | {b}" for name, a, b in differ]
+    same = [name for name, a, b in results["settings"] if a == b]
+    lines.append("the same in both: " + ", ".join(same))
+    return lines
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for color, system in zip(("C0", "C1"), SYSTEMS):
+        for i, points in enumerate(results["runs"].get(system, [])):
+            label = system if i == 0 else None
+            axes[0].plot([p[0] for p in points], [p[2] for p in points], color=color, alpha=0.8, label=label)
+            axes[1].plot([p[1] for p in points], [p[2] for p in points], color=color, alpha=0.8, label=label)
+    for ax, xlabel in zip(axes, ("seconds since launch", "step")):
+        for share in LEVELS:
+            ax.axhline(share * results["max_reward"], color="grey", lw=0.6, ls="--")
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("mean train reward of the step")
+    axes[0].legend()
+    fig.suptitle(f"{results['task']}: {results['seeds']} seeds per system (dashed: 50/80/95 % of the maximum)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", choices=sorted(TASKS), default="demo")
+    parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--budget-s", type=float, default=600)
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--out", default="runs/bench-learning")
-    parser.add_argument("--only", choices=["looprl", "trl"])
+    parser.add_argument("--only", choices=SYSTEMS)
+    parser.add_argument("--looprl-args", default="", help="extra `looprl rl` overrides (ablations)")
+    parser.add_argument("--plot", help="PNG path (default: OUT/TASK/learning.png)")
+    parser.add_argument("--summarize", help="print the summary and plot of a results.json, run nothing")
+    parser.add_argument("--trl-worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.chdir(ROOT)
-    results = {}
-    for name, fn in (("looprl", run_looprl), ("trl", run_trl)):
-        if args.only in (None, name):
-            results[name] = fn(args)
-            print(f"{name}: " + " ".join(f"{t:.0f}s:{r:.2f}" for t, r in results[name]), flush=True)
-    for name, points in results.items():
-        print(name, json.dumps(summary(name, points)))
-    if len(results) == 2 and results["trl"]:
-        target = summary("trl", results["trl"])["final_reward"]
-        reached = next((t for t, r in results["looprl"] if r >= target), None)
-        trl_time = results["trl"][-1][0]
-        print(f"looprl reaches TRL's final reward {target:.3f} after {reached if reached is None else round(reached)} s "
-              f"(TRL's run: {trl_time:.0f} s)")
+    if args.trl_worker is not None:
+        return trl_worker(args)
+    if args.summarize:
+        results = json.loads(Path(args.summarize).read_text())
+        out = Path(args.summarize).parent
+    else:
+        out = Path(args.out) / args.task
+        runs: dict[str, list[list[Point]]] = {}
+        loads = []
+        for system in SYSTEMS:
+            if args.only not in (None, system):
+                continue
+            for seed in range(args.seeds):
+                loads.append(os.getloadavg()[0])
+                points = (run_looprl if system == "looprl" else run_trl)(args, seed, out / f"{system}-{seed}")
+                loads.append(os.getloadavg()[0])
+                runs.setdefault(system, []).append(points)
+                print(f"{system} seed {seed}: " + " ".join(f"{t:.0f}s/{s}:{r:.2f}" for t, s, r in points), flush=True)
+        results = {"task": args.task, "max_reward": max_reward(args.task), "seeds": args.seeds, "budget_s": args.budget_s,
+                   "load_average": f"{min(loads):.1f}-{max(loads):.1f}", "looprl_args": args.looprl_args,
+                   "settings": settings(args), "runs": runs}
+        (out / "results.json").write_text(json.dumps(results))
+    print("\n".join(summarize(results)))
+    plot(results, Path(args.plot) if args.plot else out / "learning.png")
 
 
 if __name__ == "__main__":

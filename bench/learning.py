@@ -133,7 +133,7 @@ def trl_worker(args: argparse.Namespace) -> None:
     scored_at: list[float] = []  # when each step's rewards were computed (generation done, before training)
 
     def component(name: str) -> Callable[..., list[float]]:
-        def reward(completions, answer, **_):  # noqa: ANN001, ANN202
+        def reward(completions, answer, **_):
             scored_at.append(time.time() - started)
             return [env.score(c[-1]["content"].strip(), a)[name] for c, a in zip(completions, answer)]
         reward.__name__ = name
@@ -143,12 +143,12 @@ def trl_worker(args: argparse.Namespace) -> None:
     out = Path(args.out)
 
     class Clock(TrainerCallback):
-        def on_log(self, _args, state, control, logs=None, **kw):  # noqa: ANN001, ANN201
+        def on_log(self, _args, state, control, logs=None, **kw):
             if logs and "reward" in logs:
                 points.append((scored_at[-1], state.global_step, logs["reward"]))
                 (out / "points.json").write_text(json.dumps(points))
 
-        def on_step_end(self, _args, state, control, **kw):  # noqa: ANN001, ANN201
+        def on_step_end(self, _args, state, control, **kw):
             control.should_training_stop = time.time() - started > args.budget_s
 
     config = trl_config(args.task, args.trl_worker, args.lr, out)
@@ -221,8 +221,8 @@ def spread(values: Sequence[float | None]) -> tuple[float | None, str]:
 
 def summarize(results: dict[str, Any]) -> list[str]:
     top = results["max_reward"]
-    lines = [f"task {results['task']} (maximum reward {top:g}), {results['seeds']} seeds per system, budget {results['budget_s']:.0f} s,"
-             f" load average during the runs {results['load_average']}"]
+    lines = [(f"task {results['task']} (maximum reward {top:g}), {results['seeds']} seeds per system, budget {results['budget_s']:.0f} s,"
+              f" load average during the runs {results['load_average']}")]
     header = f"{'level':<14}" + "".join(f"{s + ' s':>24}" for s in SYSTEMS) + f"{'ratio':>7}" + \
         "".join(f"{s + ' steps':>22}" for s in SYSTEMS) + f"{'ratio':>7}"
     lines.append(header)

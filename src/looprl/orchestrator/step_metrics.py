@@ -29,8 +29,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from looprl.orchestrator.rewards import reward_stats, total_reward
 from looprl.envs.types import RolloutResult
+from looprl.orchestrator.rewards import reward_stats, total_reward
 from looprl.store.records import ModelCall, RolloutRecord
 
 

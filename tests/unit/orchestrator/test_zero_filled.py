@@ -4,6 +4,7 @@ step's batch; dropped groups are in none) and by `looprl eval` (the whole split,
 import asyncio
 import json
 from pathlib import Path
+from typing import ClassVar
 
 from looprl.envs.types import RolloutResult
 from looprl.config import RLConfig
@@ -37,8 +38,8 @@ def test_mark_zero_filled_over_a_batch():
 
 class FakeWeights:
     version = 0
-    published_at: dict[int, float] = {}
-    loaded_at: dict[int, float] = {}
+    published_at: ClassVar[dict[int, float]] = {}
+    loaded_at: ClassVar[dict[int, float]] = {}
 
     async def wait_for(self, version: int) -> None:
         pass

@@ -6,7 +6,7 @@ import torch
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.training_samples import TrainingSample
 from looprl.trainer.logprobs import token_logprobs
-from looprl.trainer.loss import clipped, normalization, truncated
+from looprl.trainer.loss import clipped, masked, normalization, truncated
 from looprl.trainer.optim import build_optimizer, build_scheduler
 from looprl.trainer.step import train_step
 
@@ -27,7 +27,7 @@ def _completion_logprob(model, sample: TrainingSample) -> float:
     return float(logprobs[torch.tensor(sample.loss_mask)].sum())
 
 
-@pytest.mark.parametrize("token_loss", [clipped.token_loss, truncated.token_loss])
+@pytest.mark.parametrize("token_loss", [clipped.token_loss, truncated.token_loss, masked.token_loss])
 def test_step_moves_logprobs_with_the_advantage(model, token_loss):
     good = _on_policy_sample(model, [5, 9, 3, 7, 20, 21, 22], 4, advantage=1.0)
     bad = _on_policy_sample(model, [5, 9, 3, 7, 30, 31, 32], 4, advantage=-1.0)

@@ -36,8 +36,10 @@ class MaskedLoss(Strict):
 
 
 class LossConfig(Strict):
-    ratio: ClippedLoss | TruncatedLoss | MaskedLoss = Field(default_factory=ClippedLoss, discriminator="type")
-    """The per-token objective."""
+    ratio: ClippedLoss | TruncatedLoss | MaskedLoss = Field(default_factory=TruncatedLoss, discriminator="type")
+    """The per-token objective. Truncated by default: at one step of off-policy lag, PPO's clip around the
+    sampling policy zeroes the gradient of the tokens the previous step just moved, so each step moved
+    the policy about half as far (README, "Learning speed")."""
     normalization: Literal["per_token", "per_sequence", "constant"] = "per_token"
     """How the step's token losses are averaged (see `trainer.loss.normalization`)."""
     normalization_constant: float | None = Field(None, gt=0)

@@ -1,5 +1,7 @@
 """Trainer config: variants by `type`, cross-field checks, and the functions they select."""
 
+import math
+
 import pytest
 import torch
 
@@ -8,10 +10,13 @@ from looprl.errors import UserError
 from looprl.trainer.loss import select
 
 
-def test_defaults_are_clipped_per_token_without_kl():
+def test_defaults_are_truncated_per_token_without_kl():
     config = TrainerConfig()
-    out = select.token_loss(config.loss)(torch.tensor([0.5]), torch.tensor([1.0]))
-    assert out.loss.item() == pytest.approx(-1.2)  # ratio e^0.5 clipped at 1.2
+    log_ratio = torch.tensor([0.5], requires_grad=True)  # ratio e^0.5 = 1.65: past PPO's clip at 1.2
+    out = select.token_loss(config.loss)(log_ratio, torch.tensor([1.0]))
+    assert out.loss.item() == pytest.approx(-math.exp(0.5))  # weight min(ratio, 2), not clipped at 1.2
+    out.loss.sum().backward()
+    assert log_ratio.grad.item() == pytest.approx(-math.exp(0.5))  # a lagged token still gets its gradient
     assert select.normalize(config.loss)([torch.tensor([True, True])])[0].tolist() == [0.5, 0.5]
     assert config.loss.kl_coef == 0.0
 

@@ -1,7 +1,8 @@
 """The trainer's policy-gradient loss: `policy_loss` and its variants.
 
-Per-token objectives (`truncated.token_loss` — the default —, `clipped.token_loss`, `masked.token_loss`) turn the importance ratio
-exp(logp_trainer - logp_inference) and the advantage into a loss per token; a normalisation
+Per-token objectives (`truncated.token_loss` — the default —, `clipped.token_loss`,
+`masked.token_loss`) turn the importance ratio exp(logp_trainer - logp_inference) and the advantage
+into a loss per token; a normalisation
 (`normalization.per_token` — the default —, `per_sequence`, `constant`) turns a step's loss masks into
 per-token weights; `kl.token_kl` is the optional penalty towards a reference model.
 """

@@ -4,6 +4,11 @@ The weight corrects for the mismatch between the inference engine and the traine
 kernels, one step of off-policy lag) and is capped so one unlikely token cannot dominate. It is a
 constant (no gradient through it); the gradient is w * A * grad(logp), written with the
 `exp(x - x.detach())` trick so the loss value is -w * A (like PPO's at ratio 1).
+
+The default objective: with one optimizer step per batch it is decoupled PPO (clip around the
+trainer's weights at the start of the step, which never clips then, times the behaviour correction
+against the sampling policy). PPO's clip around the sampling policy instead spends its trust region
+on the previous step's update at one step of lag, and gives the tokens that update moved no gradient.
 """
 
 from __future__ import annotations

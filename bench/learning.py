@@ -25,6 +25,7 @@ here). It writes `results.json` and a PNG of every seed's reward against seconds
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib.util
 import json
 import os
@@ -58,6 +59,12 @@ def task_env(task: str) -> ModuleType:
 
 def task_config(task: str) -> dict[str, Any]:
     return tomllib.loads((TASKS[task] / "rl.toml").read_text())
+
+
+def train_payloads(task: str) -> list[dict[str, Any]]:
+    """The task's training examples as looprl reads them: its env class's `create_dataset("train")`."""
+    env_class = getattr(task_env(task), task_config(task)["env"]["source"].rsplit(":", 1)[1])
+    return [e.payload for e in asyncio.run(env_class().create_dataset("train", TASKS[task] / "data"))]
 
 
 def reward_weights(task: str) -> dict[str, float]:
@@ -128,7 +135,7 @@ def trl_worker(args: argparse.Namespace) -> None:
     from looprl.models import DEFAULT_MODEL, resolve_model
 
     env = task_env(args.task)
-    rows = [json.loads(line) for line in (TASKS[args.task] / "data" / "train.jsonl").read_text().splitlines()]
+    rows = train_payloads(args.task)
     dataset = Dataset.from_list([{"prompt": r["prompt_messages"], "answer": r["answer"]} for r in rows] * 50)
     scored_at: list[float] = []  # when each step's rewards were computed (generation done, before training)
 

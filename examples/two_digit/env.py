@@ -7,23 +7,36 @@ TRL alike, so it cannot show one learning twice as fast as the other. Sums of tw
 
 - `correct`: 1 when the reply's last number is the sum ("85", "37 + 48 = 85" count; "85 or 86" does not);
 - `format`: 1 when the reply is the number alone (an optional final period), the shape asked for.
+
+The examples are drawn in code (seeded), no data files: 400 to train on, 50 held out.
 """
 
+import random
 import re
 from pathlib import Path
 
-from looprl.envs import BaseEnv, BaseRollout, DatasetSplit, JsonlDataset
+from looprl.envs import BaseEnv, BaseRollout, Dataset, DatasetSplit
 from looprl.rewards import extract_completion_text
 
+SYSTEM = "Reply with just the number."
 _NUMBERS = re.compile(r"-?\d+")
 _NUMBER_ALONE = re.compile(r"\s*-?\d+\.?\s*")
+
+
+def pairs(split: DatasetSplit) -> list[tuple[int, int]]:
+    """The split's (a, b): 450 distinct two-digit pairs drawn once, the first 50 held out for eval."""
+    drawn = random.Random(0).sample([(a, b) for a in range(10, 100) for b in range(10, 100)], 450)
+    return drawn[:50] if split == "eval" else drawn[50:]
 
 
 class TwoDigitEnv(BaseEnv):
     max_turns = 1
 
     async def create_dataset(self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None):
-        return JsonlDataset(base_dir / f"{split}.jsonl", max_examples=max_examples)
+        payloads = ({"prompt_messages": [{"role": "system", "content": SYSTEM},
+                                         {"role": "user", "content": f"What is {a} + {b}?"}], "answer": a + b}
+                    for a, b in pairs(split))
+        return Dataset(payloads, max_examples=max_examples, source=f"two_digit/{split}")
 
     async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
         return score(extract_completion_text(rollout.messages), rollout.example_args["answer"])

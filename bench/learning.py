@@ -228,7 +228,7 @@ def spread(values: Sequence[float | None]) -> tuple[float | None, str]:
 
 def summarize(results: dict[str, Any]) -> list[str]:
     top = results["max_reward"]
-    lines = [(f"task {results['task']} (maximum reward {top:g}), {results['seeds']} seeds per system, budget {results['budget_s']:.0f} s,"
+    lines = [(f"task {results['task']} (maximum reward {top:g}), {results['seeds']} seed(s) per system, budget {results['budget_s']:.0f} s,"
               f" load average during the runs {results['load_average']}")]
     header = f"{'level':<14}" + "".join(f"{s + ' s':>24}" for s in SYSTEMS) + f"{'ratio':>7}" + \
         "".join(f"{s + ' steps':>22}" for s in SYSTEMS) + f"{'ratio':>7}"
@@ -268,8 +268,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
     for color, system in zip(("C0", "C1"), SYSTEMS):
         for i, points in enumerate(results["runs"].get(system, [])):
             label = system if i == 0 else None
-            axes[0].plot([p[0] for p in points], [p[2] for p in points], color=color, alpha=0.8, label=label)
-            axes[1].plot([p[1] for p in points], [p[2] for p in points], color=color, alpha=0.8, label=label)
+            axes[0].plot([p[0] for p in points], [p[2] for p in points], color=color, alpha=0.8, marker=".", label=label)
+            axes[1].plot([p[1] for p in points], [p[2] for p in points], color=color, alpha=0.8, marker=".", label=label)
     for ax, xlabel in zip(axes, ("seconds since launch", "step")):
         for share in LEVELS:
             ax.axhline(share * results["max_reward"], color="grey", lw=0.6, ls="--")
@@ -277,7 +277,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("mean train reward of the step")
     axes[0].legend()
-    fig.suptitle(f"{results['task']}: {results['seeds']} seeds per system (dashed: 50/80/95 % of the maximum)")
+    fig.suptitle(f"{results['task']}: {results['seeds']} seed(s) per system, load average {results['load_average']}"
+                 " (dashed: 50/80/95 % of the maximum)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

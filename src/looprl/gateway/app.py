@@ -77,6 +77,10 @@ class Gateway:
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(3600, connect=30), limits=limits, headers=headers)
         self.app = self._build_app()
 
+    def serve_model(self, model: str) -> None:
+        """Name `model` in the calls forwarded from now on (the engine's name for its newest weights)."""
+        self.model = model
+
     # sessions --------------------------------------------------------------------------------
 
     def open_session(self, rollout_id: str, context_budget: int | None = None) -> None:

@@ -45,7 +45,7 @@ def create_app(engine: Engine, served_model_name: str) -> FastAPI:
 
     @app.get("/health", response_model=p.HealthResponse)
     async def health() -> p.HealthResponse:
-        return p.HealthResponse(model=served_model_name, weights=_weights(engine))
+        return p.HealthResponse(model=served_model_name, weights=_weights(engine, served_model_name))
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -59,7 +59,7 @@ def create_app(engine: Engine, served_model_name: str) -> FastAPI:
         except WeightsError as e:
             raise ApiError(400, str(e), "invalid_weights") from e
         await engine.update_weights(update)
-        return _weights(engine)
+        return _weights(engine, served_model_name)
 
     @app.post("/v1/chat/completions", response_model=p.ChatCompletionResponse)
     async def chat_completions(body: p.ChatCompletionRequest) -> p.ChatCompletionResponse:
@@ -86,8 +86,8 @@ def create_app(engine: Engine, served_model_name: str) -> FastAPI:
     return app
 
 
-def _weights(engine: Engine) -> p.WeightsInfo:
-    return p.WeightsInfo(version=engine.weights_version, path=engine.weights_path)
+def _weights(engine: Engine, served_model_name: str) -> p.WeightsInfo:
+    return p.WeightsInfo(version=engine.weights_version, path=engine.weights_path, model=served_model_name)
 
 
 def _sampling_params(body: p.ChatCompletionRequest, prompt_tokens: int, max_context: int) -> SamplingParams:

@@ -34,8 +34,19 @@ class ModelConfig(_Strict):
 
 
 class InferenceConfig(_Strict):
+    backend: Literal["embedded", "vllm"] = "embedded"
+    """The engine serving the policy: looprl's embedded engine (transformers, the CPU default) or vLLM."""
     max_batch_size: int = Field(64, ge=1)
-    """Most sequences the embedded engine decodes together."""
+    """Most sequences decoded together (vLLM's `--max-num-seqs`)."""
+    vllm_python: str | None = None
+    """The interpreter that runs vLLM (its own virtual environment); default: this one if it imports
+    vllm, else `.venv-vllm/bin/python` (what `make vllm` builds)."""
+    vllm_args: list[str] = Field(default_factory=list)
+    """Extra `vllm serve` flags, last on its command line, e.g. `["--gpu-memory-utilization", "0.5"]`."""
+    tool_call_parser: str | None = "hermes"
+    """vLLM's tool-call parser for the model's chat template (None: no tool calls parsed)."""
+    gpu_ids: list[int] = Field(default_factory=list)
+    """GPUs vLLM runs on (`CUDA_VISIBLE_DEVICES`; several: tensor parallel); empty: vLLM's default."""
 
 
 class LogConfig(_Strict):

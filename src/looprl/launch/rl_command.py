@@ -80,7 +80,7 @@ def resumable_step(run_dir: Path) -> int:
 
 
 def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
-    from looprl.inference.process import EngineProcess
+    from looprl.inference.backends import engine_process
     from looprl.launch.supervisor import Child, python_module, stop_all, tail, watch
     from looprl.store.paths import log_path
 
@@ -89,9 +89,9 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     resume = ["--resume-step", str(resume_step)]
     print(f"looprl rl: run directory {run_dir} (logs in {log_path(run_dir, '*')})" +
           (f", resuming after step {resume_step}" if resume_step else ""), flush=True)
-    engine = EngineProcess(cfg.model.name, log_path=log_path(run_dir, "inference"),
-                           extra_args=["--max-batch-size", str(cfg.inference.max_batch_size),
-                                       "--log-level", cfg.log.level, *(["--json-logging"] if cfg.log.json_logging else [])])
+    engine = engine_process(cfg.inference, cfg.model.name, log_path(run_dir, "inference"),
+                            lora_rank=cfg.trainer.lora.rank if cfg.trainer.lora else None,
+                            log_args=["--log-level", cfg.log.level, *(["--json-logging"] if cfg.log.json_logging else [])])
     children: list[Child] = []
     with engine:
         try:

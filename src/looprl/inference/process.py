@@ -27,6 +27,9 @@ API:
   form. If the child exits first, or `startup_timeout` passes, they raise `EngineStartError` (a
   `UserError`) with the exit status and the last lines of the log.
 - `stop()` terminates the child (SIGTERM, then SIGKILL after 10 s); called on leaving the context.
+- Subclasses run another server the same way by overriding `command()` and `environment()`
+  (`looprl.inference.vllm.launch.VllmProcess`); `own_process_group` makes `stop()` signal the
+  child's whole process group. `looprl.inference.backends.engine_process` picks the class.
 """
 
 from __future__ import annotations

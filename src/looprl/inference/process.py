@@ -120,8 +120,8 @@ class EngineProcess:
             except subprocess.TimeoutExpired:
                 self._signal(signal.SIGKILL)
                 self._process.wait()
-            if self.own_process_group:
-                self._signal(signal.SIGKILL)  # whatever the child left behind
+        if self._process is not None and self.own_process_group:
+            self._signal(signal.SIGKILL)  # whatever the child left behind, even if it exited on its own
         self._process = None
         if self._log is not None:
             self._log.close()

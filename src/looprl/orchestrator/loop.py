@@ -134,7 +134,8 @@ class Orchestrator:
             for (result, calls), reward, advantage in zip(group, adv.rewards, adv.advantages):
                 if advantage is not None and not adv.skipped:
                     built = build_samples(result.rollout_id, calls, advantage)
-                    samples, breaks = samples + built, breaks + max(0, len(built) - 1)
+                    samples += built
+                    breaks += max(0, len(built) - 1)
                 records.append(self.record(result, calls, step, reward, None if adv.skipped else advantage))
         micro_batches = pack(samples, ocfg.token_budget)
         write_model(batch_path(self.run_dir, step),

@@ -12,6 +12,7 @@ from looprl.inference.backends import engine_process
 from looprl.inference.process import EngineProcess
 from looprl.inference.vllm import launch
 from looprl.inference.vllm.launch import VllmProcess, max_lora_rank, vllm_python
+from looprl.inference.vllm.template import model_chat_template
 from looprl.launch.config import InferenceConfig
 from looprl.orchestrator.weights import WeightSync
 
@@ -38,6 +39,8 @@ def test_vllm_command_line(tiny_model_dir):
     assert command[-2:] == ["--dtype", "bfloat16"]  # the user's flags come last and win
     env = engine.environment()
     try:
+        template = Path(command[command.index("--chat-template") + 1]).read_text()  # the tiny model's has no tools
+        assert "<tool_call>" in template and template.endswith(model_chat_template(tiny_model_dir))
         assert env["CUDA_VISIBLE_DEVICES"] == "2,3" and env["VLLM_CPU_KVCACHE_SPACE"] == "1"
         [link] = Path(env["PYTHONPATH"]).iterdir()  # looprl's package, nothing else
         assert link.name == "looprl" and (link / "inference" / "vllm" / "worker.py").is_file()

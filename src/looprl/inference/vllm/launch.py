@@ -8,11 +8,12 @@
 
 The server is started with what looprl relies on: the served model name, float32 weights (what
 the trainer computes its logprobs in; `vllm_args` may say otherwise), the Hermes tool-call parser
-(SmolLM2's, Qwen's and the embedded engine's `<tool_call>` format), runtime LoRA when the trainer
-trains adapters, and looprl's own pieces: `routes` as HTTP middleware (`/update_weights`,
-`/health`) and `worker.WeightLoader` as the worker extension. Requests get token ids and logprobs
-by asking (`return_token_ids`, `logprobs`), as the gateway does. `vllm_args` come last, so they
-override any of these.
+(SmolLM2's, Qwen's and the embedded engine's `<tool_call>` format) with, when the model's own chat
+template has no tool support, `template.hermes_template` (the prompts the embedded engine renders),
+runtime LoRA when the trainer trains adapters, and looprl's own pieces: `routes` as HTTP middleware
+(`/update_weights`, `/health`) and `worker.WeightLoader` as the worker extension. Requests get token
+ids and logprobs by asking (`return_token_ids`, `logprobs`), as the gateway does. `vllm_args` come
+last, so they override any of these.
 
 The interpreter is its own (vLLM pins its own torch and transformers): `vllm_python()` picks it.
 The child sees looprl's package through a one-entry `PYTHONPATH` (a link to the package), never
@@ -32,6 +33,7 @@ from pathlib import Path
 import looprl
 from looprl.errors import UserError
 from looprl.inference.process import EngineProcess
+from looprl.inference.vllm.template import tool_template_for
 
 VENV = ".venv-vllm"
 """The virtual environment `make test` builds for vLLM, at the repository root."""
@@ -72,7 +74,7 @@ class VllmProcess(EngineProcess):
         super().__init__(model, log_path=log_path, port=port, host=host, startup_timeout=startup_timeout,
                          extra_args=vllm_args, served_model_name=served_model_name)
         self.python, self.tool_call_parser, self.lora_rank, self.gpu_ids = python, tool_call_parser, lora_rank, list(gpu_ids)
-        self._package_link: Path | None = None
+        self._dir: Path | None = None
 
     def command(self) -> list[str]:
         command = [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model,
@@ -82,6 +84,11 @@ class VllmProcess(EngineProcess):
                    "--disable-uvicorn-access-log"]
         if self.tool_call_parser:
             command += ["--enable-auto-tool-choice", "--tool-call-parser", self.tool_call_parser]
+        template = tool_template_for(Path(self.model)) if self.tool_call_parser == "hermes" else None
+        if template is not None:
+            path = self._workdir() / "chat_template.jinja"
+            path.write_text(template)
+            command += ["--chat-template", str(path)]
         if self.lora_rank:
             command += ["--enable-lora", "--max-lora-rank", str(max_lora_rank(self.lora_rank)), "--max-loras", "2"]
         if len(self.gpu_ids) > 1:
@@ -90,9 +97,11 @@ class VllmProcess(EngineProcess):
 
     def environment(self) -> dict[str, str]:
         env = super().environment()
-        self._package_link = Path(tempfile.mkdtemp(prefix="looprl-vllm-path-"))
-        (self._package_link / "looprl").symlink_to(Path(looprl.__file__).resolve().parent)
-        env["PYTHONPATH"] = str(self._package_link)
+        package = self._workdir() / "path" / "looprl"
+        if not package.exists():
+            package.parent.mkdir()
+            package.symlink_to(Path(looprl.__file__).resolve().parent)
+        env["PYTHONPATH"] = str(package.parent)
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
         if self.gpu_ids:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in self.gpu_ids)
@@ -100,6 +109,12 @@ class VllmProcess(EngineProcess):
 
     def stop(self) -> None:
         super().stop()
-        if self._package_link is not None:
-            shutil.rmtree(self._package_link, ignore_errors=True)
-            self._package_link = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def _workdir(self) -> Path:
+        """A temporary directory for the child's files (the package link, a chat template), removed on stop."""
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="looprl-vllm-"))
+        return self._dir

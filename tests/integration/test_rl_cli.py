@@ -46,7 +46,7 @@ max_tokens = 6
 interval = 2
 num_examples = 2
 [trainer]
-checkpoint_interval = 2
+checkpoint = { interval = 2, keep = 2 }
 [trainer.optim]
 lr = 1e-3
 """)
@@ -94,7 +94,7 @@ def test_rl_with_lora_trains_adapters_and_resumes(tmp_path):
     """Also the process-log layout with `log.json_logging`: every process line is one JSON object."""
     cfg = config(tmp_path)
     run = tmp_path / "run"
-    lora = ["--trainer.lora.rank", "4", "--trainer.checkpoint_interval", "1", "--log.json_logging", "true"]
+    lora = ["--trainer.lora.rank", "4", "--trainer.checkpoint.interval", "1", "--log.json_logging", "true"]
     looprl("rl", "@", str(cfg), "--max_steps", "2", *lora)
     assert (run / "checkpoints" / "step_2" / "adapter_model.safetensors").is_file()
     assert (run / "broadcasts" / "step_2" / "model.safetensors").is_file()  # merged, for the engine

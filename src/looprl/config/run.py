@@ -7,6 +7,8 @@
     [orchestrator]     batch_size = 32, group_size = 8, [orchestrator.sampling] ...
     [trainer]          [trainer.optim] lr = ..., [trainer.loss] ...
     [log]              level = "INFO"
+    [deployment]       inference_gpus = [0], trainer_gpus = [1, 2, 3]   (optional)
+    [slurm]            train_nodes = 2, inference_nodes = 1             (optional: submit to SLURM)
 
 The launcher validates it, writes the resolved file to `{output_dir}/config.toml`, and every child
 process reads that file back, so all of them run the same configuration. Pydantic only, no torch.
@@ -20,6 +22,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from looprl.config.base import Strict
+from looprl.config.deployment import DeploymentConfig, SlurmConfig
 from looprl.config.loading import load_config
 from looprl.config.orchestrator import EnvConfig, OrchestratorConfig
 from looprl.config.trainer import TrainerConfig
@@ -63,6 +66,10 @@ class RLConfig(Strict):
     """Loss, optimizer, checkpoints."""
     log: LogConfig = Field(default_factory=LogConfig)
     """Process logging."""
+    deployment: DeploymentConfig = Field(default_factory=DeploymentConfig)
+    """Which GPUs of this machine serve inference and which train."""
+    slurm: SlurmConfig | None = None
+    """With a `[slurm]` table, `looprl rl` submits the run as one SLURM job (`--dry-run` writes the script)."""
 
     def to_toml_dict(self) -> dict[str, Any]:
         """The resolved config as TOML-writable data (None values left out: TOML has no null)."""

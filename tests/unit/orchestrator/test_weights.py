@@ -4,6 +4,7 @@ from looprl.handoff import mark_stable
 from looprl.orchestrator.weights import WeightSync
 from looprl.paths import broadcast_dir
 from looprl.trainer.broadcast import broadcast_weights
+from tests.support.tiny_model import tiny_model
 
 
 class Recording(WeightSync):
@@ -44,10 +45,6 @@ async def test_wait_for_returns_once_the_version_is_reached(tmp_path):
 
 
 async def test_sync_loads_what_the_trainer_broadcasts(tmp_path):
-    class Weights:
-        def save_pretrained(self, path, safe_serialization):
-            path.mkdir(parents=True)
-
     sync = Recording(tmp_path)
-    broadcast_weights(tmp_path, 1, Weights())
+    broadcast_weights(tmp_path, 1, tiny_model())
     assert await sync.sync() and sync.loaded == [("step_1", 1)]

@@ -6,7 +6,12 @@ output in `logs/<process>.log`, and supervises them: when one fails the others a
 command exits 1 and prints the tail of the failing log; Ctrl-C stops them all.
 
 `--resume` continues a run from its latest checkpoint k: files of later steps (hand-off files and
-broadcasts) are removed, the orchestrator deletes store rows after step k, both processes go on at k+1.
+broadcasts) are removed, the orchestrator deletes store rows after step k, both processes go on at k+1
+(k = 0, a fresh start in the same run, when the run died before its first checkpoint).
+
+GPUs and ranks come from the config (`launch.placement`); with a `[slurm]` table the run is one
+SLURM job instead (`launch.slurm`): `--dry-run` writes `{output_dir}/rl.sbatch`, otherwise it is
+submitted with `sbatch`.
 """
 
 from __future__ import annotations
@@ -46,12 +51,16 @@ def run(args: argparse.Namespace) -> int:
     resume = args.resume or "--resume" in args.config
     cfg = load_config(RLConfig, argv)
     run_dir = cfg.output_dir
+    if cfg.slurm is not None:
+        return submit_to_slurm(cfg, resumable_step(run_dir) if resume else 0, dry_run)
     if dry_run:
         run_dir.mkdir(parents=True, exist_ok=True)
         config_path(run_dir).write_text(tomli_w.dumps(cfg.to_toml_dict()))
         print(f"wrote {config_path(run_dir)}")
         return 0
     resume_step = 0
+    if resume and not db_path(run_dir).exists():
+        raise UserError(f"{run_dir} holds no run to resume (no {db_path(run_dir).name})")
     if resume:
         resume_step = resumable_step(run_dir)
     elif db_path(run_dir).exists():
@@ -62,14 +71,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def resumable_step(run_dir: Path) -> int:
-    """The latest checkpoint step, with every file of later steps removed."""
-    from looprl.errors import UserError
+    """The latest checkpoint step (0 if none yet), with every file of later steps removed."""
     from looprl.handoff import latest_checkpoint, step_dirs
     from looprl.paths import broadcasts_dir, steps_dir
 
-    step = latest_checkpoint(run_dir)
-    if step is None:
-        raise UserError(f"{run_dir} has no checkpoint to resume from")
+    step = latest_checkpoint(run_dir) or 0
     for root in (steps_dir(run_dir), broadcasts_dir(run_dir)):
         for n, stale in step_dirs(root).items():
             if n > step:
@@ -78,12 +84,17 @@ def resumable_step(run_dir: Path) -> int:
 
 
 def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
+    import torch
+
     from looprl.inference.process import EngineProcess
+    from looprl.launch.placement import place, trainer_command
     from looprl.launch.supervisor import Child, python_module, stop_all, tail, watch
     from looprl.paths import log_path
 
     signal.signal(signal.SIGTERM, _exit_on_signal)  # `kill` cleans up like Ctrl-C does
     share_cpu_threads()
+    placement = place(cfg, torch.cuda.device_count())
+    os.environ.update(placement.engine_env)  # the engine (and the orchestrator, which needs no GPU)
     resume = ["--resume-step", str(resume_step)]
     print(f"looprl rl: run directory {run_dir} (logs in {log_path(run_dir, '*')})" +
           (f", resuming after step {resume_step}" if resume_step else ""), flush=True)
@@ -97,7 +108,7 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
                 "looprl.orchestrator", str(run_dir), "--engine-url", engine.url, "--model-name", engine.model_name, *resume))
             children.append(orchestrator)
             trainer = Child("trainer", log_path(run_dir, "trainer")).start(
-                python_module("looprl.trainer", str(run_dir), *resume))
+                trainer_command(sys.executable, run_dir, placement.trainer_ranks, resume), placement.trainer_env)
             children.append(trainer)
             failed = watch([EngineChild(engine), *children], until_done=children)
             status = failed.process.poll() if failed is not None and failed.process else None
@@ -108,6 +119,28 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
               f"{tail(failed.log_path)}", file=sys.stderr)
         return 1
     print(f"looprl rl: done. Look at the run with:\n  looprl metrics {run_dir}\n  looprl inspect {run_dir}")
+    return 0
+
+
+def submit_to_slurm(cfg: RLConfig, resume_step: int, dry_run: bool) -> int:
+    """Write `config.toml` and `rl.sbatch` into `output_dir`; submit it unless `dry_run`."""
+    import tomli_w
+
+    from looprl.launch.slurm import slurm_commands, render_sbatch, submit_sbatch, write_sbatch
+    from looprl.paths import config_path, logs_dir
+
+    assert cfg.slurm is not None
+    run_dir = cfg.output_dir.resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_path(run_dir).write_text(tomli_w.dumps(cfg.to_toml_dict()))
+    commands = slurm_commands(sys.executable, run_dir, cfg.model.name, cfg.slurm.inference_port, resume_step)
+    path = write_sbatch(render_sbatch(cfg.slurm, run_dir, **commands), run_dir)
+    if dry_run:
+        print(f"wrote {path}")
+        return 0
+    job = submit_sbatch(path)
+    print(f"looprl rl: submitted SLURM job {job} ({path}); logs in {logs_dir(run_dir)}: trainer/node_N.log, "
+          f"inference/node_N.log, orchestrator.log, trainer/torchrun/ (every rank)")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""SLURM: the sbatch script of a multi-node `looprl rl` run.
+"""SLURM: the sbatch script of a multi-node `looprl rl` run (the `[slurm]` table is `config.SlurmConfig`).
 
     script = render_sbatch(cfg.slurm, output_dir, orchestrator=[...], trainer=["-m", "looprl.trainer", ...],
                            inference=["looprl", "inference", ...])
@@ -33,6 +33,24 @@ from looprl.errors import UserError
 from looprl.paths import log_path, logs_dir, torchrun_log_dir
 
 SBATCH_NAME = "rl.sbatch"
+
+
+def slurm_commands(python: str, run_dir: Path, model: str, port: int, resume_step: int) -> dict[str, list[str]]:
+    """The `looprl rl` processes as `render_sbatch` takes them: the orchestrator waits for the first
+    inference node's `/health`, then talks to it."""
+    resume = ["--resume-step", str(resume_step)]
+    orchestrator = (
+        'root="${LOOPRL_INFERENCE_URLS%%/v1*}"; '
+        f'until {shlex.quote(python)} -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1])" '
+        '"$root/health" 2>/dev/null; do sleep 2; done; '
+        f'exec {shlex.quote(python)} -m looprl.orchestrator {shlex.quote(str(run_dir))} --engine-url "$root" '
+        f'--model-name {shlex.quote(model)} {shlex.join(resume)}')
+    return {
+        "orchestrator": ["bash", "-c", orchestrator],
+        "trainer": ["-m", "looprl.trainer", str(run_dir), *resume],
+        "inference": [python, "-m", "looprl.cli", "inference", "--model", model, "--host", "0.0.0.0",
+                      "--port", str(port)],
+    }
 
 
 def _sbatch_lines(cfg: SlurmConfig, output_dir: Path) -> list[str]:

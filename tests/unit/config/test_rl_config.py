@@ -51,6 +51,7 @@ def test_a_run_directory_is_not_overwritten(tmp_path, capsys):
     assert status == 2 and "--resume" in capsys.readouterr().err
 
 
-def test_resume_needs_a_checkpoint(tmp_path, capsys):
+def test_resume_needs_a_run(tmp_path, capsys):
+    """Before its first checkpoint a run resumes from step 0 (`test_resume`); without a run there is nothing to resume."""
     status = main(["rl", "@", str(ROOT / "examples/demo/rl.toml"), "--output_dir", str(tmp_path), "--resume"])
-    assert status == 2 and "no checkpoint" in capsys.readouterr().err
+    assert status == 2 and "no run to resume" in capsys.readouterr().err

@@ -45,8 +45,9 @@ max_tokens = 6
 [orchestrator.eval]
 interval = 2
 num_examples = 2
-[trainer]
-checkpoint = { interval = 2, keep = 2 }
+[trainer.checkpoint]
+interval = 2
+keep = 2
 [trainer.optim]
 lr = 1e-3
 """)

@@ -14,7 +14,9 @@ For each step N (from 1):
    minus the group's mean; failed rollouts stay out of the loss unless `include_failed`; groups
    with no non-zero advantage are skipped and counted.
 5. Samples from the recorded calls, packed by token budget into `steps/step_N/batch.json`.
-6. Store: the rollouts at once; the step's metrics when the trainer's report for step N arrives.
+6. Store: the rollouts at once (before the batch is handed over); the step's metrics when the
+   trainer's report for step N arrives (kept in `steps/step_N/orchestrator.json` meanwhile, so a
+   crash cannot lose them: `--resume` stores what it finds missing).
 
 Env code runs in env server worker processes (`EnvServerHost`, logs under `logs/envs/`), never on
 this process's event loop. A checkpoint saves the example order's position after the last example
@@ -35,6 +37,7 @@ from looprl.envs.types import DatasetSplit, Example, RolloutResult
 from looprl.envserver.host import EnvServerHost
 from looprl.gateway.app import Gateway
 from looprl.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
+from looprl.handoff.files import write_atomic
 from looprl.orchestrator.advantages import batch_advantages, rollout_reward
 from looprl.orchestrator.example_order import ExampleOrder
 from looprl.orchestrator.groups import rollout_group
@@ -43,8 +46,9 @@ from looprl.orchestrator.packing import pack
 from looprl.orchestrator.step_metrics import rollout_metrics, summary_line
 from looprl.orchestrator.training_samples import build_samples
 from looprl.orchestrator.weights import WeightSync
-from looprl.paths import batch_path, progress_path, trainer_report_path
+from looprl.paths import batch_path, progress_path, rollout_metrics_path, trainer_report_path
 from looprl.store.records import ModelCall, RolloutRecord, RunInfo
+from looprl.store.reader import RunStoreReader
 from looprl.store.writer import RunStoreWriter
 from looprl.utils.logger import get_logger
 
@@ -99,8 +103,9 @@ class Orchestrator:
         base_dir = cfg.env.base_dir or default_base_dir(cfg.env.source)
         dataset = await self.host.create_dataset(cfg.env.train_split, base_dir, cfg.env.max_train_examples)
         state = None
+        self.writer.delete_steps_after(self.run_id, resume_step)  # a resume (k = 0: before any checkpoint)
         if resume_step:
-            self.writer.delete_steps_after(self.run_id, resume_step)
+            self.recover_steps(resume_step)
             state = json.loads(progress_path(self.run_dir, resume_step).read_text()).get("sampler")
             await self.weights.wait_for(resume_step)  # the trainer broadcasts its restored weights
             get_logger().info("resumed after step {}: engine on weights version {}, example order at {}", resume_step,
@@ -136,8 +141,6 @@ class Orchestrator:
                     samples += build_samples(result.rollout_id, calls, advantage)
                 records.append(self.record(result, calls, step, reward, None if adv.skipped else advantage))
         micro_batches = pack(samples, ocfg.token_budget)
-        write_model(batch_path(self.run_dir, step),
-                    TrainBatch(step=step, micro_batches=micro_batches, progress={"sampler": order.state()}))
         dropped = [self.record(r, calls, step, rollout_reward(r, ocfg.reward_weights), None)
                    for g in landed.stale for r, calls in g.group]
         await asyncio.to_thread(self.writer.write_rollouts, records + dropped)
@@ -147,6 +150,11 @@ class Orchestrator:
         metrics["samples"], metrics["micro_batches"] = float(len(samples)), float(len(micro_batches))
         metrics["step_time_s"] = time.perf_counter() - started
         self.pending[step] = metrics
+        # Rollouts and metrics are on disk before the trainer can start the step, so a checkpoint of
+        # step N implies both (a crash after it loses nothing: `recover_steps`).
+        write_atomic(rollout_metrics_path(self.run_dir, step), json.dumps(metrics))
+        write_model(batch_path(self.run_dir, step),
+                    TrainBatch(step=step, micro_batches=micro_batches, progress={"sampler": order.state()}))
 
     async def roll_out(self, example: Example, split: DatasetSplit, size: int) -> Group:
         return await rollout_group(self.host, self.gateway, self.url_template, example, split, size,
@@ -182,6 +190,21 @@ class Orchestrator:
             if report is None:
                 return
             self.store_step(step, report)
+
+    def recover_steps(self, resume_step: int) -> None:
+        """Store the steps up to `resume_step` whose metrics a crash kept from the store (their
+        rollouts are stored: they are written before the step's batch)."""
+        reader = RunStoreReader(self.run_dir)
+        try:
+            stored = {row["step"] for row in reader.steps(self.run_id)}
+        finally:
+            reader.close()
+        for step in range(1, resume_step + 1):
+            report = read_model(trainer_report_path(self.run_dir, step), TrainerReport)
+            path = rollout_metrics_path(self.run_dir, step)
+            if step not in stored and report is not None and path.is_file():
+                self.pending[step] = json.loads(path.read_text())
+                self.store_step(step, report)
 
     def store_step(self, step: int, report: TrainerReport) -> None:
         metrics = self.pending.pop(step) | {f"train/{k}": v for k, v in report.metrics.items()}

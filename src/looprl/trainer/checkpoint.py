@@ -41,24 +41,26 @@ OPTIMIZER_DIR = "optimizer"
 def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer,
                     scheduler: torch.optim.lr_scheduler.LRScheduler, progress: dict[str, Any] | None = None, *,
                     state: StateDict | None = None, ranks: Ranks | None = None, with_optimizer: bool = True) -> Path:
-    """Every rank calls it. `state`: rank 0's gathered weights, if the caller has them already."""
+    """Every rank calls it. `state`: rank 0's gathered weights (`full_state_dict`, None on other ranks);
+    one process may leave it out."""
     ranks = ranks or Ranks()
-    if state is None:
+    if not ranks.distributed and state is None:
         state = full_state_dict(model, ranks)
     target = checkpoint_dir(run_dir, step)
     tmp = target.parent / f".step_{step}.tmp"
     if ranks.is_main:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        assert state is not None
-        _save_weights(tmp, run_dir, step, model, state)
-        tokenizer.save_pretrained(tmp)
     ranks.barrier()
-    if with_optimizer:
+    if with_optimizer:  # collectives first, on every rank, then rank 0's own files
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
         dcp.save(get_optimizer_state_dict(model, optimizer), checkpoint_id=tmp / OPTIMIZER_DIR, no_dist=not ranks.distributed)
+    if ranks.is_main:
+        assert state is not None
+        _save_weights(tmp, run_dir, step, model, state)
+        tokenizer.save_pretrained(tmp)
     if ranks.is_main:
         torch.save({"step": step, "scheduler": scheduler.state_dict(), "progress": progress or {},
                     "rng": {"python": random.getstate(), "torch": torch.get_rng_state()}}, tmp / STATE_FILE)

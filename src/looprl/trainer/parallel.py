@@ -71,6 +71,7 @@ def setup(device: str = "auto", dtype: str = "auto") -> Ranks:
 
 def teardown(ranks: Ranks) -> None:
     if ranks.distributed and dist.is_initialized():
+        dist.barrier()  # no rank leaves while another still uses the group
         dist.destroy_process_group()
 
 

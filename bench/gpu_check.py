@@ -107,8 +107,8 @@ def trainer_throughput(model: Any, rows: int, steps: int) -> dict[str, float]:
 
 
 def engine_throughput(model: Any, sequences: int, max_tokens: int) -> dict[str, float]:
-    from transformers import PreTrainedTokenizerFast
     from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
 
     from looprl.inference.engine import Engine
     from looprl.inference.token_sampling import SamplingParams

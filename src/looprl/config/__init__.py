@@ -13,9 +13,28 @@ process package (orchestrator, trainer, inference, ...): each process imports it
 
 from looprl.config.deployment import DeploymentConfig, SlurmConfig
 from looprl.config.loading import load_config, merge_arguments, validate
-from looprl.config.orchestrator import EnvConfig, EvalSettings, OrchestratorConfig, SamplingParams
-from looprl.config.run import InferenceConfig, LogConfig, ModelConfig, RLConfig, read_run_config
-from looprl.config.trainer import CheckpointConfig, ClippedLoss, LoraConfig, LossConfig, OptimConfig, TrainerConfig, TruncatedLoss
+from looprl.config.orchestrator import (
+    EnvConfig,
+    EvalSettings,
+    OrchestratorConfig,
+    SamplingParams,
+)
+from looprl.config.run import (
+    InferenceConfig,
+    LogConfig,
+    ModelConfig,
+    RLConfig,
+    read_run_config,
+)
+from looprl.config.trainer import (
+    CheckpointConfig,
+    ClippedLoss,
+    LoraConfig,
+    LossConfig,
+    OptimConfig,
+    TrainerConfig,
+    TruncatedLoss,
+)
 
 __all__ = [
     "CheckpointConfig",

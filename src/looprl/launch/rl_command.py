@@ -126,7 +126,12 @@ def submit_to_slurm(cfg: RLConfig, resume_step: int, dry_run: bool) -> int:
     """Write `config.toml` and `rl.sbatch` into `output_dir`; submit it unless `dry_run`."""
     import tomli_w
 
-    from looprl.launch.slurm import slurm_commands, render_sbatch, submit_sbatch, write_sbatch
+    from looprl.launch.slurm import (
+        render_sbatch,
+        slurm_commands,
+        submit_sbatch,
+        write_sbatch,
+    )
     from looprl.paths import config_path, logs_dir
 
     assert cfg.slurm is not None

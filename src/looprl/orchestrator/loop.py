@@ -32,11 +32,17 @@ from pathlib import Path
 from typing import Any
 
 from looprl.config import RLConfig
-from looprl.envserver.loading import default_base_dir, env_name
 from looprl.envs.types import DatasetSplit, Example, RolloutResult
 from looprl.envserver.host import EnvServerHost
+from looprl.envserver.loading import default_base_dir, env_name
 from looprl.gateway.app import Gateway
-from looprl.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
+from looprl.handoff import (
+    TrainBatch,
+    TrainerReport,
+    await_model,
+    read_model,
+    write_model,
+)
 from looprl.handoff.files import write_atomic
 from looprl.orchestrator.advantages import batch_advantages, rollout_reward
 from looprl.orchestrator.example_order import ExampleOrder
@@ -46,9 +52,14 @@ from looprl.orchestrator.packing import pack
 from looprl.orchestrator.step_metrics import rollout_metrics, summary_line
 from looprl.orchestrator.training_samples import build_samples
 from looprl.orchestrator.weights import WeightSync
-from looprl.paths import batch_path, progress_path, rollout_metrics_path, trainer_report_path
-from looprl.store.records import ModelCall, RolloutRecord, RunInfo
+from looprl.paths import (
+    batch_path,
+    progress_path,
+    rollout_metrics_path,
+    trainer_report_path,
+)
 from looprl.store.reader import RunStoreReader
+from looprl.store.records import ModelCall, RolloutRecord, RunInfo
 from looprl.store.writer import RunStoreWriter
 from looprl.utils.logger import get_logger
 

@@ -18,7 +18,13 @@ from looprl.handoff import mark_stable, step_dirs
 from looprl.paths import broadcast_dir, broadcasts_dir
 from looprl.trainer.lora import is_lora
 from looprl.trainer.parallel import Ranks
-from looprl.trainer.weights import StateDict, full_state_dict, merged, save_adapters, save_model
+from looprl.trainer.weights import (
+    StateDict,
+    full_state_dict,
+    merged,
+    save_adapters,
+    save_model,
+)
 
 
 def broadcast_weights(run_dir: Path, step: int, model: Any, state: StateDict | None = None, keep: int = 2,

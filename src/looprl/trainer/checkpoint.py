@@ -32,7 +32,13 @@ from looprl.handoff import step_dirs
 from looprl.paths import broadcast_dir, checkpoint_dir, checkpoints_dir, progress_path
 from looprl.trainer.lora import is_lora, load_adapters
 from looprl.trainer.parallel import Ranks
-from looprl.trainer.weights import MODEL_FILE, StateDict, full_state_dict, save_adapters, save_model
+from looprl.trainer.weights import (
+    MODEL_FILE,
+    StateDict,
+    full_state_dict,
+    save_adapters,
+    save_model,
+)
 
 STATE_FILE = "trainer_state.pt"
 OPTIMIZER_DIR = "optimizer"
@@ -105,7 +111,10 @@ def load_trainer_state(run_dir: Path, step: int, model: Any, optimizer: torch.op
     restored = (path / OPTIMIZER_DIR).is_dir()
     if restored:
         import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
+        from torch.distributed.checkpoint.state_dict import (
+            get_optimizer_state_dict,
+            set_optimizer_state_dict,
+        )
 
         optim_state = get_optimizer_state_dict(model, optimizer)
         dcp.load(optim_state, checkpoint_id=path / OPTIMIZER_DIR, no_dist=not torch.distributed.is_initialized())

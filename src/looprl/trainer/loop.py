@@ -31,7 +31,12 @@ from looprl.handoff import TrainBatch, TrainerReport, is_stable, wait_model, wri
 from looprl.paths import batch_path, broadcast_dir, trainer_report_path
 from looprl.trainer import parallel
 from looprl.trainer.broadcast import broadcast_weights
-from looprl.trainer.checkpoint import load_trainer_state, load_weights, prune_checkpoints, save_checkpoint
+from looprl.trainer.checkpoint import (
+    load_trainer_state,
+    load_weights,
+    prune_checkpoints,
+    save_checkpoint,
+)
 from looprl.trainer.lora import add_lora
 from looprl.trainer.loss import select
 from looprl.trainer.model import load_policy

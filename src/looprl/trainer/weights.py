@@ -30,7 +30,10 @@ ADAPTER_FILE = "adapter_model.safetensors"
 def full_state_dict(model: Any, ranks: Ranks) -> StateDict | None:
     if not ranks.distributed:
         return {k: v.detach() for k, v in model.state_dict().items()}
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+    )
 
     state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     return state if ranks.is_main else None

@@ -1,7 +1,9 @@
 """`looprl eval ENV ...`: rollouts of an environment against any model, recorded to a run directory.
 
 Without `--base-url` it starts the embedded inference engine on `--model` (default: the bundled
-SmolLM2-135M-Instruct) for the duration of the command.
+SmolLM2-135M-Instruct) for the duration of the command. Everything cheap is checked first, each
+mistake one line on stderr and exit 2: the flags' ranges, `--env-args` and `--reward-weights`, the
+output directory, the env import and the dataset's first rows; only then does the engine start.
 """
 
 from __future__ import annotations
@@ -9,7 +11,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
+import math
 from pathlib import Path
+
+from looprl.errors import UserError
+
+RANGES: dict[str, tuple[str, float, bool]] = {
+    # attribute: (flag as shown, lower bound, bound included)
+    "num_examples": ("-n/--num-examples", 1, True),
+    "rollouts_per_example": ("-r/--rollouts-per-example", 1, True),
+    "concurrency": ("--concurrency", 1, True),
+    "env_workers": ("--env-workers", 1, True),
+    "temperature": ("--temperature", 0, True),
+    "top_p": ("--top-p", 0, False),
+    "max_tokens": ("--max-tokens", 1, True),
+    "context_budget": ("--context-budget", 1, True),
+    "timeout": ("--timeout", 0, False),
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,6 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--context-budget", type=int, help="most tokens in a rollout's context (prompt + completion)")
     p.add_argument("--timeout", type=float, help="seconds a rollout may take before it ends as `timeout`")
+    p.add_argument("--reward-weights", help="JSON object: weight of each reward component in the total (others weigh 1)")
     p.add_argument("--base-dir", type=Path, help="dataset folder passed to create_dataset (default: data/ beside the env file)")
     p.add_argument("--env-args", help="JSON object of keyword arguments for the env constructor")
     p.add_argument("--log-level", default="INFO", help="level of env log records captured per rollout")
@@ -35,34 +55,62 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --output")
 
 
+def check_ranges(args: argparse.Namespace) -> None:
+    for attr, (flag, low, inclusive) in RANGES.items():
+        value = getattr(args, attr)
+        if value is None:
+            continue
+        if not math.isfinite(value) or value < low or (value == low and not inclusive):
+            raise UserError(f"{flag} must be {'at least' if inclusive else 'greater than'} {low}")
+    if args.top_p is not None and args.top_p > 1:
+        raise UserError("--top-p must be at most 1")
+
+
+def parse_reward_weights(text: str | None) -> dict[str, float]:
+    """`--reward-weights` JSON: an object of component name -> number."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"--reward-weights is not valid JSON: {e.msg} at column {e.colno}") from None
+    if not isinstance(value, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                for v in value.values()):
+        raise UserError('--reward-weights must be a JSON object of numbers, e.g. {"correct": 2, "format": 0.5}')
+    return {k: float(v) for k, v in value.items()}
+
+
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    from looprl.commands.endpoint import model_endpoint
+    from looprl.commands.eval_run import EvalConfig, prepare_output, run_eval
+    from looprl.commands.progress import RolloutProgress
+    from looprl.commands.summary import print_summary
     from looprl.config import SamplingParams
-    from looprl.envserver.loading import load_env_class, parse_env_args
-    from looprl.orchestrator.endpoint import model_endpoint
-    from looprl.orchestrator.eval_run import EvalConfig, run_eval
-    from looprl.orchestrator.summary import print_summary
+    from looprl.envserver.loading import parse_env_args
+    from looprl.session.preflight import check_env
 
-    load_env_class(args.env)  # fail fast on a bad ENV, before starting an engine
+    check_ranges(args)
     env_args = parse_env_args(args.env_args)
+    reward_weights = parse_reward_weights(args.reward_weights)
+    if args.output.exists() and not args.output.is_dir():
+        raise UserError(f"--output {args.output} is a file, not a directory")
+    prepare_output(args.output, args.overwrite)
+    examples = check_env(args.env, env_args, args.split, args.base_dir, args.num_examples)
+    sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed)
     with contextlib.ExitStack() as stack:
         base_url, model = model_endpoint(stack, args.base_url, args.model, args.output / "logs" / "inference.log")
         cfg = EvalConfig(
             env=args.env, env_args=env_args, base_dir=args.base_dir, split=args.split,
             num_examples=args.num_examples, rollouts_per_example=args.rollouts_per_example,
             concurrency=args.concurrency, env_workers=args.env_workers, model=model, base_url=base_url,
-            api_key=args.api_key or os.environ.get("OPENAI_API_KEY"),
-            sampling=SamplingParams(temperature=args.temperature, top_p=args.top_p,
-                                    max_tokens=args.max_tokens, seed=args.seed),
-            context_budget=args.context_budget, timeout_s=args.timeout, output=args.output,
-            overwrite=args.overwrite, log_level=args.log_level,
+            api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), sampling=sampling,
+            context_budget=args.context_budget, timeout_s=args.timeout, reward_weights=reward_weights,
+            output=args.output, overwrite=args.overwrite, log_level=args.log_level,
         )
-        with Progress(TextColumn("rollouts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
-            task = bar.add_task("rollouts", total=None)
-            summary = asyncio.run(run_eval(cfg, lambda done, total: bar.update(task, completed=done, total=total)))
+        with RolloutProgress(len(examples) * args.rollouts_per_example) as progress:
+            summary = asyncio.run(run_eval(cfg, lambda records: progress.advance(r.reward for r in records)))
     print_summary(summary)
     print(f"run written to {args.output} — look at it with: looprl rollouts {args.output} · "
           f"looprl logs {args.output} · looprl inspect {args.output}")

@@ -1,34 +1,32 @@
 """`looprl eval`'s engine: rollouts of an environment against a model, recorded to a run directory.
 
-Runs the env in `env_workers` worker processes (`EnvServerHost`, logs under
-`logs/envs/{split}/{env_name}/`), serves the gateway on this event loop, runs `r`
-sibling rollouts for each of the first `n` examples with at most `concurrency` rollouts in flight,
-writes every finished group to the run store, and returns the run summary. Nothing is lost on
-failure: groups already finished are in the store, and the run is marked `failed` or `interrupted`.
+A `RolloutSession` on the run directory (env servers for the split, gateway, store, reward totals
+with `reward_weights`) runs `r` sibling rollouts for each of the first `n` examples with at most
+`concurrency` rollouts in flight, writes every finished group to the run store, and returns the
+run summary. Nothing is lost on failure: groups already finished are in the store, and the run is
+marked `failed` or `interrupted` (a later `--overwrite` replaces it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, Field
 
+from looprl.commands.summary import summarize
 from looprl.config import SamplingParams
-from looprl.envserver.loading import default_base_dir, env_name, load_env_class
-from looprl.envs.types import DatasetSplit, RolloutResult
+from looprl.envs.types import DatasetSplit, Example
 from looprl.envserver.capture import LogLimits
-from looprl.envserver.host import EnvServerHost
 from looprl.errors import UserError
 from looprl.gateway.app import Gateway
-from looprl.orchestrator.groups import new_id, rollout_group
-from looprl.orchestrator.rewards import total_reward
-from looprl.orchestrator.summary import summarize
-from looprl.paths import db_path
-from looprl.store.records import RolloutRecord, RunInfo
-from looprl.store.writer import RunStoreWriter
+from looprl.paths import db_path, logs_dir
+from looprl.session import RolloutSession
+from looprl.store.records import RolloutRecord
 
 
 class EvalConfig(BaseModel):
@@ -48,6 +46,7 @@ class EvalConfig(BaseModel):
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     context_budget: int | None = None
     timeout_s: float | None = None
+    reward_weights: dict[str, float] = Field(default_factory=dict)
     output: Path
     overwrite: bool = False
     log_level: str = "INFO"
@@ -72,68 +71,48 @@ class _Slots:
             self._cond.notify_all()
 
 
-def prepare_output(cfg: EvalConfig) -> None:
-    if db_path(cfg.output).exists():
-        if not cfg.overwrite:
-            raise UserError(f"{cfg.output} already holds a run; choose another --output or pass --overwrite")
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(db_path(cfg.output)) + suffix).unlink(missing_ok=True)
+def prepare_output(output: Path, overwrite: bool) -> None:
+    """Refuse an `output` that already holds a run, unless `overwrite`: then remove that run (its
+    store and its logs), so nothing of the new run is appended to the old one."""
+    if not db_path(output).exists():
+        return
+    if not overwrite:
+        raise UserError(f"{output} already holds a run; choose another --output or pass --overwrite")
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(db_path(output)) + suffix).unlink(missing_ok=True)
+    shutil.rmtree(logs_dir(output), ignore_errors=True)
 
 
-async def run_eval(cfg: EvalConfig, on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Run the evaluation; `on_progress(done, total)` is called as rollouts finish."""
-    load_env_class(cfg.env)  # a bad spec fails here, with its own message, before any worker starts
-    base_dir = cfg.base_dir or default_base_dir(cfg.env)
-    prepare_output(cfg)
-    host = EnvServerHost(cfg.env, cfg.output, env_args=cfg.env_args, splits=[cfg.split], workers=cfg.env_workers,
-                         env_level=cfg.log_level, log_limits=cfg.log_limits)
-    await host.start()
-    writer = RunStoreWriter(cfg.output)
-    run_id = cfg.output.resolve().name
-    name = env_name(cfg.env)
-    writer.start_run(RunInfo(run_id=run_id, kind="eval", env=cfg.env, env_name=name, model=cfg.model,
-                             config=cfg.model_dump(mode="json"), created_at=time.time()))
-    results: list[RolloutResult] = []
+async def run_eval(cfg: EvalConfig, on_group: Callable[[list[RolloutRecord]], None] | None = None) -> dict[str, Any]:
+    """Run the evaluation; `on_group(records)` is called as each group's rollouts are stored."""
+    gateway = Gateway(cfg.base_url, cfg.model, cfg.sampling, cfg.context_budget, cfg.api_key)
+    session = RolloutSession(cfg.output, kind="eval", env=cfg.env, gateway=gateway, config=cfg.model_dump(mode="json"),
+                             splits=[cfg.split], env_args=cfg.env_args, base_dir=cfg.base_dir,
+                             workers=cfg.env_workers, timeout_s=cfg.timeout_s, reward_weights=cfg.reward_weights,
+                             env_level=cfg.log_level, log_limits=cfg.log_limits)
+    records: list[RolloutRecord] = []
     started = time.time()
-    status = "failed"
-    try:
-        dataset = await host.create_dataset(cfg.split, base_dir, cfg.num_examples)
-        examples = list(dataset)[: cfg.num_examples]
-        if not examples:
-            raise UserError(f"{name}.create_dataset({cfg.split!r}) returned no examples (base_dir={base_dir})")
-        total = len(examples) * cfg.rollouts_per_example
-        if on_progress:
-            on_progress(0, total)
-        gateway = Gateway(cfg.base_url, cfg.model, cfg.sampling, cfg.context_budget, cfg.api_key)
-        slots = _Slots(cfg.concurrency)
-        async with gateway.serve() as url_template:
+    async with session:
+        try:
+            examples = await session.dataset(cfg.split, cfg.num_examples)
+            if not examples:
+                raise UserError(f"{session.env_name}.create_dataset({cfg.split!r}) returned no examples "
+                                f"(base_dir={session.base_dir})")
+            slots = _Slots(cfg.concurrency)
 
-            async def one_group(example) -> None:
+            async def one_group(example: Example) -> None:
                 await slots.acquire(cfg.rollouts_per_example)
                 try:
-                    pairs = await rollout_group(host, gateway, url_template, example, cfg.split,
-                                            cfg.rollouts_per_example, cfg.model, cfg.timeout_s)
+                    group = await session.roll_out(example, cfg.split, cfg.rollouts_per_example)
                 finally:
                     await slots.release(cfg.rollouts_per_example)
-                records = [RolloutRecord.from_result(
-                    r, run_id=run_id, env_name=name, step=0, reward=total_reward(r.rewards) if r.scored else None,
-                    advantage=None, model_calls=calls) for r, calls in pairs]
-                await asyncio.to_thread(writer.write_rollouts, records)
-                results.extend(records)
-                if on_progress:
-                    on_progress(len(results), total)
+                done = [session.record(r, calls, step=0, reward=session.score(r)) for r, calls in group]
+                await session.write(done)
+                records.extend(done)
+                if on_group:
+                    on_group(done)
 
             await asyncio.gather(*(one_group(e) for e in examples))
-        status = "completed"
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        status = "interrupted"
-        raise
-    finally:
-        summary = summarize(results, time.time() - started)
-        writer.finish_run(run_id, status, summary)
-        writer.close()
-        await host.aclose()
-    return summary
-
-
-__all__ = ["EvalConfig", "run_eval", "new_id"]
+        finally:
+            session.summary = summarize(records, time.time() - started, cfg.reward_weights)
+    return session.summary

@@ -1,5 +1,8 @@
 """Reward aggregation: components merged per rollout, zero-filled across a batch, weighted into a total.
 
+Every command that scores rollouts (`rl`, `eval`, `validate`) goes through these, with the run's
+`reward_weights` (weight 1 for a component the weights leave out).
+
 seeds/001: "the trainer fills a missing component with zero wherever another rollout in the same
 training batch emitted that component". Failed rollouts (operational failures) carry no components
 and no total; they are reported, never scored as zero unless the run asks for it.
@@ -31,6 +34,14 @@ def total_reward(rewards: Mapping[str, float], weights: Mapping[str, float] | No
     """Weighted sum of components (weight 1 unless configured). Zero-filled components add nothing."""
     weights = weights or {}
     return float(sum(weights.get(k, 1.0) * v for k, v in rewards.items()))
+
+
+def rollout_reward(result: RolloutResult, weights: Mapping[str, float] | None = None,
+                   include_failed: bool = False) -> float | None:
+    """The rollout's total reward; None for a failed rollout unless failures count as 0."""
+    if result.scored:
+        return total_reward(result.rewards, weights)
+    return 0.0 if include_failed else None
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:

@@ -7,7 +7,7 @@ import pytest
 
 from looprl.envs.types import GroupRequest
 from looprl.envserver.host import EnvServerHost
-from looprl.orchestrator.groups import new_id
+from looprl.session.groups import new_id
 from tests.support.harness import example
 from tests.support.scripted_server import Reply, ScriptedServer
 

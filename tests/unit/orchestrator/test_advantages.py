@@ -3,8 +3,8 @@
 import pytest
 
 from looprl.envs.types import RolloutResult
-from looprl.orchestrator.advantages import batch_advantages, group_advantages, rollout_reward
-from looprl.orchestrator.rewards import component_names, reward_stats, zero_filled
+from looprl.orchestrator.advantages import batch_advantages, group_advantages
+from looprl.session.rewards import component_names, reward_stats, rollout_reward, zero_filled
 
 
 def _result(rid: str, rewards: dict[str, float], reason: str = "finished") -> RolloutResult:

@@ -1,9 +1,11 @@
 """`looprl rl @ CONFIG.toml [--key.sub VALUE ...] [--dry-run] [--resume]`: a whole training run.
 
 Validates the config, writes the resolved `config.toml` into `output_dir` (`--dry-run` stops there),
-starts the inference engine, then the orchestrator and the trainer as child processes, each with its
-output in `logs/<process>.log`, and supervises them: when one fails the others are stopped, the
-command exits 1 and prints the tail of the failing log; Ctrl-C stops them all.
+checks the output directory, the env import and the train split's first rows (each mistake one line
+and exit 2, before anything slow), starts the inference engine, then the orchestrator and the
+trainer as child processes, each with its output in `logs/<process>.log`, and supervises them: when
+one fails the others are stopped, the command exits 1 and prints the tail of the failing log; Ctrl-C
+stops them all.
 
 `--resume` continues a run from its latest checkpoint k: files of later steps (hand-off files and
 broadcasts) are removed, the orchestrator deletes store rows after step k, both processes go on at k+1.
@@ -40,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from looprl.config import RLConfig, load_config
     from looprl.errors import UserError
     from looprl.paths import config_path, db_path
+    from looprl.session.preflight import check_env
 
     argv = [a for a in args.config if a not in FLAGS]
     dry_run = args.dry_run or "--dry-run" in args.config
@@ -56,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         resume_step = resumable_step(run_dir)
     elif db_path(run_dir).exists():
         raise UserError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another output_dir")
+    check_env(cfg.env.source, cfg.env.args, cfg.env.train_split, cfg.env.base_dir, max_examples=8)  # before the engine
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path(run_dir).write_text(tomli_w.dumps(cfg.to_toml_dict()))
     return launch(cfg, run_dir, resume_step)

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     args.env_args = parse_env_args(args.env_args)
     checks = Checks()
     print(f"validating {args.env}:")
-    checks.report(f"{args.env} imports and is an environment", [])
+    checks.report("imports and is an environment", [])
     if checks.report("hooks and class attributes", list(cls.contract_problems()) if issubclass(cls, BaseEnv) else []):
 
         async def local() -> Example | None:

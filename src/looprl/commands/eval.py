@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import math
 from pathlib import Path
 
@@ -68,16 +67,12 @@ def check_ranges(args: argparse.Namespace) -> None:
 
 def parse_reward_weights(text: str | None) -> dict[str, float]:
     """`--reward-weights` JSON: an object of component name -> number."""
-    if not text:
-        return {}
+    from pydantic import TypeAdapter, ValidationError
+
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UserError(f"--reward-weights is not valid JSON: {e.msg} at column {e.colno}") from None
-    if not isinstance(value, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                for v in value.values()):
-        raise UserError('--reward-weights must be a JSON object of numbers, e.g. {"correct": 2, "format": 0.5}')
-    return {k: float(v) for k, v in value.items()}
+        return TypeAdapter(dict[str, float]).validate_json(text) if text else {}
+    except ValidationError:
+        raise UserError('--reward-weights must be a JSON object of numbers, e.g. {"correct": 2, "format": 0.5}') from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -44,12 +44,13 @@ RecordSink = Callable[[str, LogRecordData], None]
 FAILURE_LOGGER = "looprl.failure"
 
 
-def failure_record(reason: str, error: str | None) -> LogRecordData:
-    """The ERROR record of an operational failure: its reason and first line; the full error as exception."""
+def failure_record(reason: str, error: str | None, level: int = logging.ERROR) -> LogRecordData:
+    """The record of an operational failure: its reason and first line; the rest of the error (a traceback,
+    a stuck stack) as exception. Without a reason (a failure that did not end the rollout), just the error."""
     first, _, rest = (error or "").partition("\n")
-    return LogRecordData(time=time.time(), level=logging.ERROR, level_name="ERROR", logger=FAILURE_LOGGER,
-                         message=f"rollout ended {reason}: {first}" if first else f"rollout ended {reason}",
-                         exception=rest.strip() or None)
+    message = first if not reason else f"rollout ended {reason}: {first}" if first else f"rollout ended {reason}"
+    return LogRecordData(time=time.time(), level=level, level_name=logging.getLevelName(level),
+                         logger=FAILURE_LOGGER, message=message, exception=rest.strip() or None)
 
 
 @dataclass

@@ -28,6 +28,7 @@ worker, `env_worker_{id}.log`, both in the env's log directory of the run
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import sys
 import time
@@ -212,6 +213,11 @@ class EnvServer:
                 result = result.model_copy(update={"termination_reason": "timeout", "error": slot.timed_out[rid]})
             elif report is not None and not report.group_pending:
                 result = report.result
+                logs = [*p.logs.get(rid, []), failure_record(
+                    "", f"{error} (after this rollout was settled: it keeps its result, but its rollout_context "
+                        "may not have exited)", level=logging.WARNING)]
+                out.append(result.model_copy(update={"logs": logs}))
+                continue
             elif report is not None:
                 result = report.result.model_copy(update={
                     "termination_reason": "env_worker_died", "rewards": {},

@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from looprl.envs._model_client import aclose_pool
+from looprl.envs._model_client import aclose_pool, warm_up
 from looprl.envs.environment import Environment
 from looprl.envs.logging import current_rollout_ids
 from looprl.envs.types import LogRecordData, RolloutResult
@@ -156,6 +156,7 @@ async def serve(cfg: WorkerConfig, in_fd: int, out_fd: int) -> int:
         log.error("cannot load {}: {}", cfg.env, error)
         channel.send(WorkerFailed(error=error))
         return 1
+    await warm_up()
     worker = Worker(cfg, env, channel)
     watchdog = Watchdog(worker.timeouts, worker.send_blocked)
     watchdog.start(asyncio.get_running_loop())

@@ -37,7 +37,7 @@ ENV = textwrap.dedent('''
         if hook != "compute_group_rewards":
             while len({r for r in scored if r.split("-")[1] == rollout_id.split("-")[1]}) < 2:
                 await asyncio.sleep(0.01)
-        logger.info("injecting %%s into %%s", fault, hook)
+        logger.info("injecting %s into %s", fault, hook)
         if fault == "raise":
             raise RuntimeError(f"injected into {hook}")
         if fault == "block":

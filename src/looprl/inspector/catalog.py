@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from looprl.store.paths import db_path
+from looprl.paths import db_path
 from looprl.store.reader import RunStoreReader
 from looprl.store.records import RunInfo
 

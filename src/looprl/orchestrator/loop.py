@@ -57,7 +57,7 @@ class Orchestrator:
         self.cfg, self.run_dir, self.model_name = cfg, Path(run_dir), model_name
         self.env_name = env_name(cfg.env.source)
         self.run_id = self.run_dir.resolve().name
-        self.weights = WeightSync(engine_url, self.run_dir)
+        self.weights = WeightSync(engine_url, self.run_dir, last_version=cfg.max_steps)
         sampling = cfg.orchestrator.sampling
         if sampling.seed is None:
             sampling = sampling.model_copy(update={"seed": cfg.seed})

@@ -24,7 +24,7 @@ from looprl.inspector.explain_models import (
 from looprl.inspector.tokens import TokenDecoder
 from looprl.orchestrator.advantages import group_advantages
 from looprl.orchestrator.rewards import mean_std
-from looprl.orchestrator.samples import usable
+from looprl.orchestrator.training_samples import usable
 from looprl.store.records import ModelCall
 
 router = APIRouter(prefix="/api")

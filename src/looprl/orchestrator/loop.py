@@ -41,7 +41,7 @@ from looprl.orchestrator.example_order import ExampleOrder
 from looprl.orchestrator.groups import rollout_group
 from looprl.orchestrator.inflight import GroupPool
 from looprl.orchestrator.packing import pack
-from looprl.orchestrator.rewards import mark_zero_filled
+from looprl.orchestrator.rewards import UnusedWeights, mark_zero_filled
 from looprl.orchestrator.step_metrics import rollout_metrics, summary_line
 from looprl.orchestrator.training_samples import build_samples
 from looprl.orchestrator.weights import WeightSync
@@ -58,7 +58,7 @@ class Orchestrator:
         self.cfg, self.run_dir, self.model_name = cfg, Path(run_dir), model_name
         self.env_name = env_name(cfg.env.source)
         self.run_id = self.run_dir.resolve().name
-        self.weights = WeightSync(engine_url, self.run_dir)
+        self.weights = WeightSync(engine_url, self.run_dir, last_version=cfg.max_steps)
         sampling = cfg.orchestrator.sampling
         if sampling.seed is None:
             sampling = sampling.model_copy(update={"seed": cfg.seed})
@@ -69,6 +69,7 @@ class Orchestrator:
         self.writer = RunStoreWriter(self.run_dir)
         self.url_template = ""
         self.pending: dict[int, dict[str, Any]] = {}
+        self.unused_weights = UnusedWeights(cfg.orchestrator.reward_weights)
 
     async def run(self, resume_step: int) -> None:
         cfg, log = self.cfg, get_logger()
@@ -128,6 +129,7 @@ class Orchestrator:
 
         # 2. rewards and advantages per group; zero-advantage groups carry no signal
         results = [[r for r, _ in group] for group in groups]
+        self.unused_weights.check(step, [r for group in results for r in group])
         advantages = batch_advantages(results, ocfg.reward_weights, ocfg.include_failed, ocfg.normalize_std)
 
         # 3. training samples from the recorded calls, packed into micro-batches for the trainer

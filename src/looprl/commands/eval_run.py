@@ -5,6 +5,10 @@ with `reward_weights`) runs `r` sibling rollouts for each of the first `n` examp
 `concurrency` rollouts in flight, writes every finished group to the run store, and returns the
 run summary. Nothing is lost on failure: groups already finished are in the store, and the run is
 marked `failed` or `interrupted` (a later `--overwrite` replaces it).
+
+The batch that reward components are zero-filled across is the whole split, known only once every
+group is in: the rollouts are written as their groups finish and their `zero_filled` names are
+stored at the end (also when the run fails or is interrupted, for the rollouts it has).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from looprl.errors import UserError
 from looprl.gateway.app import Gateway
 from looprl.paths import db_path, logs_dir
 from looprl.session import RolloutSession
+from looprl.session.rewards import mark_zero_filled
 from looprl.store.records import RolloutRecord
 
 
@@ -114,5 +119,7 @@ async def run_eval(cfg: EvalConfig, on_group: Callable[[list[RolloutRecord]], No
 
             await asyncio.gather(*(one_group(e) for e in examples))
         finally:
+            mark_zero_filled(records)
+            session.writer.mark_zero_filled(records)
             session.summary = summarize(records, time.time() - started, cfg.reward_weights)
     return session.summary

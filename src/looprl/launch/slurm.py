@@ -28,18 +28,17 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from looprl.config.base import Strict
 from looprl.errors import UserError
 from looprl.paths import log_path, logs_dir, torchrun_log_dir
 
 SBATCH_NAME = "rl.sbatch"
 
 
-class SlurmConfig(BaseModel):
+class SlurmConfig(Strict):
     """The `[slurm]` table: with it, `looprl rl` submits the run as one SLURM job."""
-
-    model_config = ConfigDict(extra="forbid")
 
     job_name: str = "looprl"
     """The job's name in `squeue`."""

@@ -14,7 +14,8 @@ For each step N (from 1):
    minus the group's mean; failed rollouts stay out of the loss unless `include_failed`; groups
    with no non-zero advantage are skipped and counted.
 5. Samples from the recorded calls, packed by token budget into `steps/step_N/batch.json`.
-6. Store: the rollouts at once; the step's metrics when the trainer's report for step N arrives.
+6. Store: the rollouts at once, each with the components it was zero-filled on; the step's metrics
+   when the trainer's report for step N arrives.
 
 Env servers, gateway, store writer and reward totals are the run's `RolloutSession`
 (`looprl.session`); env code runs in env server worker processes, never on this process's event loop. A checkpoint saves the example order's position after the last example
@@ -36,6 +37,7 @@ from looprl.orchestrator.advantages import batch_advantages
 from looprl.orchestrator.example_order import ExampleOrder
 from looprl.orchestrator.inflight import GroupPool
 from looprl.orchestrator.packing import pack
+from looprl.session.rewards import UnusedWeights, mark_zero_filled
 from looprl.orchestrator.step_metrics import rollout_metrics, summary_line
 from looprl.orchestrator.training_samples import build_samples
 from looprl.orchestrator.weights import WeightSync
@@ -47,7 +49,7 @@ from looprl.utils.logger import get_logger
 class Orchestrator:
     def __init__(self, cfg: RLConfig, run_dir: Path, engine_url: str, model_name: str) -> None:
         self.cfg, self.run_dir = cfg, Path(run_dir)
-        self.weights = WeightSync(engine_url, self.run_dir)
+        self.weights = WeightSync(engine_url, self.run_dir, last_version=cfg.max_steps)
         sampling = cfg.orchestrator.sampling
         if sampling.seed is None:
             sampling = sampling.model_copy(update={"seed": cfg.seed})
@@ -60,6 +62,7 @@ class Orchestrator:
             json_logging=cfg.log.json_logging)
         self.session.summary = {"steps": cfg.max_steps}
         self.pending: dict[int, dict[str, Any]] = {}
+        self.unused_weights = UnusedWeights(cfg.orchestrator.reward_weights)
 
     async def run(self, resume_step: int) -> None:
         cfg, session = self.cfg, self.session
@@ -111,6 +114,7 @@ class Orchestrator:
 
         # 2. rewards and advantages per group; zero-advantage groups carry no signal
         results = [[r for r, _ in group] for group in groups]
+        self.unused_weights.check(step, [r for group in results for r in group])
         advantages = batch_advantages(results, ocfg.reward_weights, ocfg.include_failed, ocfg.normalize_std)
 
         # 3. training samples from the recorded calls, packed into micro-batches for the trainer
@@ -120,6 +124,7 @@ class Orchestrator:
                 if advantage is not None and not adv.skipped:
                     samples += build_samples(result.rollout_id, calls, advantage)
                 records.append(self.session.record(result, calls, step, reward, None if adv.skipped else advantage))
+        mark_zero_filled(records)  # the batch; dropped groups are in none
         micro_batches = pack(samples, ocfg.token_budget)
         write_model(batch_path(self.run_dir, step),
                     TrainBatch(step=step, micro_batches=micro_batches, progress={"sampler": order.state()}))
@@ -141,6 +146,7 @@ class Orchestrator:
         examples = await session.dataset(cfg.env.eval_split, ecfg.num_examples)
         groups = await asyncio.gather(*(session.roll_out(e, "eval", ecfg.rollouts_per_example) for e in examples))
         records = [session.record(r, calls, step, session.score(r)) for group in groups for r, calls in group]
+        mark_zero_filled(records)
         await session.write(records)
         stats = rollout_metrics(records, session.reward_weights)
         keep = [k for k in stats if k.startswith("reward") or k == "pass_rate" or k == "completion_len"]

@@ -5,7 +5,13 @@ Every command that scores rollouts (`rl`, `eval`, `validate`) goes through these
 
 seeds/001: "the trainer fills a missing component with zero wherever another rollout in the same
 training batch emitted that component". Failed rollouts (operational failures) carry no components
-and no total; they are reported, never scored as zero unless the run asks for it.
+and no total; they are reported, never scored as zero unless the run asks for it. Which components
+each rollout was zero-filled on is stored with it (`mark_zero_filled`), so viewers can mark them.
+
+`orchestrator.reward_weights` may name a component the env never emits (a typo): `UnusedWeights`
+warns once, at the first step whose scored rollouts all lack it, naming the ones they emit. A warning,
+not an error: an env may emit a component only on some rollouts (a bonus, a tool-use penalty), so a
+step without it proves nothing and stopping the run there would kill a correct config.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from looprl.envs.types import RolloutResult
+from looprl.store.records import RolloutRecord
+from looprl.utils.logger import get_logger
 
 
 def component_names(results: Iterable[RolloutResult]) -> list[str]:
@@ -28,6 +36,14 @@ def component_names(results: Iterable[RolloutResult]) -> list[str]:
 def zero_filled(rewards: Mapping[str, float], names: Sequence[str]) -> dict[str, float]:
     """`rewards` with every batch component present (missing ones as 0.0)."""
     return {name: float(rewards.get(name, 0.0)) for name in names}
+
+
+def mark_zero_filled(batch: Sequence[RolloutRecord]) -> None:
+    """Set each record's `zero_filled`: the batch's components a scored rollout did not emit (sorted);
+    none for failed ones. The batch is the set `reward_stats` averages over."""
+    names = component_names(batch)
+    for r in batch:
+        r.zero_filled = sorted(n for n in names if n not in r.rewards) if r.scored else []
 
 
 def total_reward(rewards: Mapping[str, float], weights: Mapping[str, float] | None = None) -> float:
@@ -62,3 +78,23 @@ def reward_stats(results: Sequence[RolloutResult], weights: Mapping[str, float] 
         values = [zero_filled(r.rewards, names)[name] for r in scored]
         stats[f"reward/{name}"], stats[f"reward/{name}_std"] = mean_std(values)
     return stats
+
+
+class UnusedWeights:
+    """Warns about each weighted component that a step's scored rollouts all lack (once per name)."""
+
+    def __init__(self, weights: Mapping[str, float]) -> None:
+        self.unchecked = set(weights)
+
+    def check(self, step: int, results: Iterable[RolloutResult]) -> list[str]:
+        """The weighted names this step's scored rollouts all lack (each returned once per run), logged."""
+        scored = [r for r in results if r.scored]
+        if not scored or not self.unchecked:
+            return []
+        emitted = component_names(scored)
+        missing = sorted(self.unchecked - set(emitted))
+        self.unchecked -= set(missing)
+        for name in missing:
+            get_logger().warning("orchestrator.reward_weights names {!r}, but no scored rollout of step {} emitted it "
+                                 "(they emitted: {}); check the name", name, step, ", ".join(emitted) or "nothing")
+        return missing

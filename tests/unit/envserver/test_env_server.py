@@ -12,7 +12,7 @@ from tests.support.harness import example
 from tests.support.scripted_server import Reply, ScriptedServer
 
 ENV = textwrap.dedent('''
-    import asyncio, ctypes, logging, os, signal, time
+    import asyncio, ctypes, logging, os, signal, sys, time, warnings
     from looprl.envs import BaseEnv, Dataset
 
     logger = logging.getLogger("test_env")
@@ -36,6 +36,11 @@ ENV = textwrap.dedent('''
                 time.sleep(60)
             if kind == "sleep":
                 await asyncio.sleep(60)
+            if kind == "print":
+                print("printed by", rollout.rollout_id, end="")
+                print(" in parts")
+                await asyncio.to_thread(print, "from a thread", rollout.rollout_id, file=sys.stderr)
+                warnings.warn(f"warned {rollout.rollout_id}")
             return {"correct": 1.0}
 ''')
 
@@ -68,6 +73,9 @@ async def test_a_dying_worker_fails_exactly_its_rollouts_and_is_respawned(tmp_pa
                 assert [r.rollout_id for r in died] == dying.rollout_ids
                 assert {r.termination_reason for r in died} == {"env_worker_died"}, kind
                 assert "died" in died[0].error
+                # records before the death are kept, and the failure says how it ended
+                assert any(rec.message == f"scoring {kind}" for r in died for rec in r.logs)
+                assert all(r.logs[-1].logger == "looprl.failure" and "died" in r.logs[-1].message for r in died)
                 assert [(r.termination_reason, r.rewards) for r in fine] == [("finished", {"correct": 1.0})] * 2
             after = await run(host, [request(server, "ok"), request(server, "ok")])
             assert {r.termination_reason for group in after for r in group} == {"finished"}
@@ -131,3 +139,21 @@ async def test_an_env_that_cannot_load_fails_start_with_its_error(tmp_path):
     host = EnvServerHost(f"{bad}:Env", tmp_path / "run", splits=["train"])
     with pytest.raises(Exception, match="broken import"):
         await host.start()
+
+
+async def test_print_stderr_and_warnings_are_records_of_their_rollout_under_load(tmp_path, env_spec):
+    host = EnvServerHost(env_spec, tmp_path / "run", splits=["train"], workers=2)
+    await host.start()
+    try:
+        with ScriptedServer(lambda body: Reply("ok")) as server:
+            groups = await run(host, [request(server, "print", size=4) for _ in range(25)])
+    finally:
+        await host.aclose()
+    results = [r for g in groups for r in g]
+    assert len(results) == 100 and {r.termination_reason for r in results} == {"finished"}
+    for r in results:
+        records = {(rec.logger, rec.message) for rec in r.logs}
+        assert ("stdout", f"printed by {r.rollout_id} in parts") in records
+        assert ("stderr", f"from a thread {r.rollout_id}") in records
+        assert any(name == "py.warnings" and f"warned {r.rollout_id}" in m for name, m in records)
+        assert len(r.logs) == 4, r.logs  # nothing from the siblings

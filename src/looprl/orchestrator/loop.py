@@ -33,7 +33,7 @@ from typing import Any
 from looprl.config import RLConfig
 from looprl.gateway.app import Gateway
 from looprl.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
-from looprl.orchestrator.advantages import batch_advantages
+from looprl.session.advantages import batch_advantages
 from looprl.orchestrator.example_order import ExampleOrder
 from looprl.orchestrator.inflight import GroupPool
 from looprl.orchestrator.packing import pack

@@ -32,6 +32,14 @@ class ModelCall(BaseModel):
     completion_logprobs: list[float] | None = None
     error: str | None = None
 
+    @property
+    def trainable(self) -> bool:
+        """The call returned token ids and one logprob per completion token: the trainer can learn from
+        it (the orchestrator's samples) and the inspector marks its tokens as trained."""
+        return (self.status == 200 and self.prompt_token_ids is not None and self.completion_token_ids is not None
+                and self.completion_logprobs is not None
+                and len(self.completion_logprobs) == len(self.completion_token_ids))
+
 
 class RolloutRecord(RolloutResult):
     """A finished rollout as stored: the env's result plus what the orchestrator knows of it."""

@@ -3,7 +3,7 @@
 import pytest
 
 from looprl.envs.types import RolloutResult
-from looprl.orchestrator.advantages import batch_advantages, group_advantages
+from looprl.session.advantages import batch_advantages, group_advantages
 from looprl.session.rewards import component_names, reward_stats, rollout_reward, zero_filled
 
 

@@ -15,16 +15,16 @@ import asyncio
 import math
 from dataclasses import dataclass, field
 
+from looprl.commands.stored import stored_example, stored_rollout
 from looprl.config import OrchestratorConfig
 from looprl.envs.base_env import BaseEnv
 from looprl.envs.failures import RolloutFailure
 from looprl.envs.logging import attribute_group, attribute_to
 from looprl.envs.rollout import BaseRollout
-from looprl.envs.types import GroupRequest, LogRecordData
+from looprl.envs.types import Example, GroupRequest, LogRecordData
 from looprl.envserver.capture import LogLimits, close_capture, open_capture
 from looprl.orchestrator.advantages import batch_advantages
 from looprl.store.records import RolloutRecord
-from looprl.commands.stored import stored_rollout
 
 RESCORABLE_FAILURES = frozenset({"reward_error", "group_reward_error"})
 """Failures of the reward hooks themselves: their transcripts are complete, so they are scored again."""
@@ -80,7 +80,9 @@ async def rescore(env: BaseEnv, records: list[RolloutRecord], settings: Orchestr
 
 
 async def _rescore_group(env: BaseEnv, records: list[RolloutRecord], limits: LogLimits | None) -> list[Rescored]:
-    rollouts = {r.rollout_id: _scorable(r) for r in records if rescorable(r)}
+    scorable = [r for r in records if rescorable(r)]
+    example = stored_example(scorable[0]) if scorable else None  # siblings share their example
+    rollouts = {r.rollout_id: _scorable(r, example) for r in scorable}
     ids = list(rollouts)
     buffers = {rid: open_capture(rid, limits) for rid in ids}
     try:
@@ -107,9 +109,9 @@ async def _rescore_group(env: BaseEnv, records: list[RolloutRecord], limits: Log
     return out
 
 
-def _scorable(record: RolloutRecord) -> BaseRollout:
+def _scorable(record: RolloutRecord, example: Example | None) -> BaseRollout:
     """The stored rollout, ready for its reward hooks (a failed hook's rollout as `finished`)."""
-    rollout = stored_rollout(record)
+    rollout = stored_rollout(record, example)
     if record.termination_reason in RESCORABLE_FAILURES:
         rollout.termination_reason = "finished"
     return rollout

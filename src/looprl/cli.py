@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rollouts": ("looprl.store.rollouts_command", "a run's rollouts as a table or JSON lines"),
     "logs": ("looprl.store.logs_command", "a rollout's (or a run's) log records"),
     "metrics": ("looprl.store.metrics_command", "a run's per-step training metrics"),
+    "rescore": ("looprl.commands.rescore", "re-run an (edited) env's reward code on a run's stored rollouts"),
+    "replay": ("looprl.commands.replay", "re-run one stored rollout with the model's recorded replies"),
     "inspect": ("looprl.inspector.command", "the rollout inspector web UI"),
     "inference": ("looprl.inference.command", "the embedded OpenAI-compatible inference engine"),
 }

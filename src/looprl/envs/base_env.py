@@ -152,13 +152,7 @@ class BaseEnv(Environment):
                     r.fail("env_error", f"rollout_context raised on enter: {_describe(e)}")
                     return
                 await run_chat_loop(self, r, client, request.model, tools)
-                if self.has_reward_hook():
-                    try:
-                        r.rewards = check_reward_dict(await self.compute_reward(r), "compute_reward")
-                    except (RolloutFailure, TimeoutError):
-                        raise
-                    except Exception as e:
-                        r.fail("reward_error", _describe(e) if not isinstance(e, InvalidReward) else str(e))
+                await self._score_rollout(r)
         except RolloutFailure as e:
             r.fail(e.reason, e.message)
         except ModelError as e:
@@ -170,6 +164,16 @@ class BaseEnv(Environment):
                               f"(after {r.turns} turns, {r.tool_calls} tool calls)\n{stuck.stack}")
         except Exception as e:  # a bug in env code outside the named hooks
             r.fail("env_error", _describe(e))
+
+    async def _score_rollout(self, r: BaseRollout) -> None:
+        """`compute_reward` on a completed rollout (when the env has it); `RolloutFailure` propagates."""
+        if self.has_reward_hook():
+            try:
+                r.rewards = check_reward_dict(await self.compute_reward(r), "compute_reward")
+            except (RolloutFailure, TimeoutError):
+                raise
+            except Exception as e:
+                r.fail("reward_error", _describe(e) if not isinstance(e, InvalidReward) else str(e))
 
     async def _exit_context(self, r: BaseRollout, stack: AsyncExitStack, request: GroupRequest) -> None:
         try:

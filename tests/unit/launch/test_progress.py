@@ -10,7 +10,7 @@ from looprl.paths import log_path
 from looprl.store.records import RunInfo
 from looprl.store.writer import RunStoreWriter
 
-WARNING = ("2025-01-01 12:00:00.123 | WARNING  | looprl.orchestrator.rewards:70 | "
+WARNING = ("2025-01-01 12:00:00.123 | WARNING  | looprl.session.rewards:70 | "
            "orchestrator.reward_weights names 'typo', but no scored rollout of step 1 emitted it\n")
 
 

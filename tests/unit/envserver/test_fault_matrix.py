@@ -10,6 +10,7 @@ the failure's record in the rollout's logs, the siblings, the healthy group, and
 Each hook has an env host with one worker, and its cells run there one after the other (the last
 two kill the worker); the hooks run side by side. Timeouts and time bounds scale with the wall time
 of a healthy group run just before each cell, so a loaded machine slows the clock, not the verdict.
+One more test pins what siblings still waiting for `compute_group_rewards` get when a worker dies.
 """
 
 import asyncio
@@ -42,11 +43,11 @@ ENV = textwrap.dedent('''
     logger = logging.getLogger("faulty_env")
     TOOLS = [{"type": "function", "function": {"name": "act", "parameters": {"type": "object", "properties": {}}}}]
 
-    done = set()
-    """Rollouts whose last scoring hook has returned (the fault waits for its siblings and companion)."""
+    scored, done = set(), set()
+    """Rollouts scored by compute_reward; rollouts whose last scoring hook has returned."""
 
-    async def inject(hook, fault, wait_for):
-        while not done.issuperset(wait_for):
+    async def inject(hook, fault, args):
+        while not (scored.issuperset(args["siblings"]) and done.issuperset(args["companions"])):
             await asyncio.sleep(0.01)
         logger.info("injecting %s into %s", fault, hook)
         if fault == "raise":
@@ -75,7 +76,7 @@ ENV = textwrap.dedent('''
         async def run_tool(self, rollout_id, tool_name, **args):
             fault = cell(rollout_id, self.args[rollout_id], "run_tool")
             if fault:
-                await inject("run_tool", fault, self.args[rollout_id]["wait_for"])
+                await inject("run_tool", fault, self.args[rollout_id])
                 if fault == "bad":
                     return object()
             print(f"tool ran for {rollout_id}")
@@ -92,20 +93,21 @@ ENV = textwrap.dedent('''
             self.args[rollout_id] = example.example_args
             fault = cell(rollout_id, example.example_args, "enter")
             if fault:
-                await inject("enter", fault, example.example_args["wait_for"])
+                await inject("enter", fault, example.example_args)
             yield
             fault = cell(rollout_id, example.example_args, "exit")
             if fault == "bad":
                 yield
             elif fault:
-                await inject("exit", fault, example.example_args["wait_for"])
+                await inject("exit", fault, example.example_args)
 
         async def compute_reward(self, rollout):
             fault = cell(rollout.rollout_id, rollout.example_args, "compute_reward")
             if fault:
-                await inject("compute_reward", fault, rollout.example_args["wait_for"])
+                await inject("compute_reward", fault, rollout.example_args)
                 if fault == "bad":
                     return {"correct": "yes"}
+            scored.add(rollout.rollout_id)
             if not self.has_group_reward_hook():
                 done.add(rollout.rollout_id)
             return {"correct": 1.0}
@@ -114,7 +116,7 @@ ENV = textwrap.dedent('''
         async def compute_group_rewards(self, rollouts):
             fault = cell(rollouts[0].rollout_id, rollouts[0].example_args, "group")
             if fault:
-                await inject("compute_group_rewards", fault, rollouts[0].example_args["wait_for"])
+                await inject("compute_group_rewards", fault, rollouts[0].example_args)
                 if fault == "bad":
                     return [1.0]
             done.update(r.rollout_id for r in rollouts)
@@ -154,12 +156,32 @@ def reply(body) -> Reply:
 
 
 def group(server, timeout_s: float, hook: str = "", fault: str | None = None,
-          wait_for: list[str] = ()) -> GroupRequest:
+          companions: list[str] = ()) -> GroupRequest:
     tag = new_id()
     ids = [f"bad-{tag}-0", f"ok-{tag}-1", f"ok-{tag}-2"]
-    args = {"hook": hook, "fault": fault, "wait_for": [*ids[1:] * (hook != "group"), *wait_for]} if fault else {}
+    args = {"hook": hook, "fault": fault, "siblings": ids[1:] if hook != "group" else [],
+            "companions": list(companions)} if fault else {}
     return GroupRequest(group_id=new_id(), example=example("go", **args), split="train", rollout_ids=ids,
                         model="scripted", base_url_template=server.base_url, timeout_s=timeout_s)
+
+
+async def test_siblings_waiting_for_the_group_hook_when_their_worker_dies(tmp_path):
+    """README, "a worker's death with a `compute_group_rewards` hook": transcripts and logs kept, no rewards."""
+    env_file = tmp_path / "faulty_env.py"
+    env_file.write_text(ENV)
+    host = EnvServerHost(f"{env_file}:GroupEnv", tmp_path / "run", splits=["train"], workers=1)
+    await host.start()
+    try:
+        with ScriptedServer(reply) as server:
+            bad, *siblings = await host.submit_group(group(server, 60.0, "compute_reward", "kill"))
+    finally:
+        await host.aclose()
+    assert bad.termination_reason == "env_worker_died" and "SIGKILL" in bad.error
+    for r in siblings:
+        assert (r.termination_reason, r.rewards, len(r.messages)) == ("env_worker_died", {}, 4)
+        assert r.error.startswith("compute_group_rewards could not run: env worker 0 died (killed by SIGKILL)")
+        assert any(rec.logger == "stdout" and rec.message.startswith("tool ran") for rec in r.logs)
+        assert r.logs[-1].logger == "looprl.failure" and "compute_group_rewards could not run" in r.logs[-1].message
 
 
 async def timed(host: EnvServerHost, request: GroupRequest):
@@ -190,7 +212,7 @@ async def run_hook(host: EnvServerHost, server: ScriptedServer, hook: str, fault
         _, baseline = await timed(host, group(server, 60.0))
         timeout_s = max(MIN_TIMEOUT_S, TIMEOUT_PER_BASELINE * baseline)
         healthy = group(server, timeout_s)
-        cell = group(server, timeout_s, hook, fault, wait_for=healthy.rollout_ids)
+        cell = group(server, timeout_s, hook, fault, companions=healthy.rollout_ids)
         (rollouts, elapsed), (beside, _) = await asyncio.gather(timed(host, cell), timed(host, healthy))
         out[fault] = Outcome(rollouts, beside, elapsed, timeout_s + MARGIN_S + MARGIN_PER_BASELINE * baseline)
     return out

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from looprl.envs.logging import current_rollout_ids
 from looprl.envs.types import LogRecordData
+from looprl.utils.logger import record_message
 
 NOISY_LOGGERS = ("httpx", "httpcore", "openai", "urllib3", "asyncio", "filelock", "hpack", "multipart",
                  "transformers", "datasets", "fsspec", "uvicorn", "aiosqlite", "PIL", "matplotlib")
@@ -125,10 +126,10 @@ class RolloutLogHandler(logging.Handler):
                 exception = (exception + "\n" if exception else "") + record.stack_info
             data = LogRecordData.model_construct(
                 time=record.created, level=record.levelno, level_name=record.levelname, logger=record.name,
-                message=record.getMessage(), pathname=record.pathname, lineno=record.lineno,
+                message=record_message(record), pathname=record.pathname, lineno=record.lineno,
                 func=record.funcName, exception=exception,
             )
-        except Exception:  # a bad format string in user code must not break the rollout
+        except Exception:  # never raise into the logging call
             self.handleError(record)
             return
         for buffer in targets:

@@ -36,6 +36,8 @@ ENV = textwrap.dedent('''
                 time.sleep(60)
             if kind == "sleep":
                 await asyncio.sleep(60)
+            if kind == "badlog":
+                logger.info("a bad format %d", "x")
             if kind == "print":
                 print("printed by", rollout.rollout_id, end="")
                 print(" in parts")
@@ -122,10 +124,14 @@ async def test_datasets_logs_and_captured_records(tmp_path, env_spec):
         dataset = await host.create_dataset("eval", tmp_path, max_examples=2)
         assert [e.prompt_messages[0]["content"] for e in dataset] == ["q0", "q1"]
         with ScriptedServer(lambda body: Reply("ok")) as server:
-            [results] = await run(host, [request(server, "ok")])
+            [results, bad_log] = await run(host, [request(server, "ok"), request(server, "badlog")])
     finally:
         await host.aclose()
     assert all(any(rec.message == "scoring ok" for rec in r.logs) for r in results)
+    # a logging call whose arguments do not fit its format is logged as it is and never fails the rollout
+    assert [(r.termination_reason, r.rewards) for r in bad_log] == [("finished", {"correct": 1.0})] * 2
+    assert all(any(rec.message == "'a bad format %d' % ('x',) (logging error: TypeError: %d format: a real number "
+                                  "is required, not str)" for rec in r.logs) for r in bad_log)
     worker_log = (run_dir / "logs/envs/train/Env/env_worker_0.log").read_text()
     for r in results:
         assert any(f"rollout={r.rollout_id}" in line and "scoring ok" in line for line in worker_log.splitlines())

@@ -93,7 +93,7 @@ async def _run_group(env, request) -> list[RolloutResult]:
 
 def _lines(messages: list[Message]) -> list[str]:
     """A transcript as diffable lines: each message's role, then its content and tool calls."""
-    from looprl.store.rollouts_command import _content
+    from looprl.commands.rollouts import _content
 
     out = []
     for i, m in enumerate(messages):
@@ -142,7 +142,7 @@ def _outcome(console: Console, stored: RolloutRecord, new: RolloutResult, weight
 
 
 def _logs(console: Console, result: RolloutResult) -> None:
-    from looprl.store.logs_command import print_record
+    from looprl.commands.logs import print_record
 
     if not result.logs:
         console.print("no log records", style="dim")

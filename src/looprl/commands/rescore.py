@@ -126,7 +126,7 @@ def _counts(console: Console, items: list[Rescored], groups: list[list[Rescored]
 def _example(console: Console, item: Rescored) -> None:
     from rich.text import Text
 
-    from looprl.store.logs_command import print_record
+    from looprl.commands.logs import print_record
 
     console.print()
     line = Text(f"rollout {item.before.rollout_id}", style="bold")

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from looprl.store.reader import RunStoreReader
-    from looprl.store.rollouts_command import rollout_summary
+    from looprl.commands.rollouts import rollout_summary
 
     reader = RunStoreReader(args.run_dir)
     level = _level(args.level)

@@ -27,7 +27,7 @@ import torch
 
 from looprl.config import OrchestratorConfig
 from looprl.models import DEFAULT_MODEL
-from looprl.orchestrator.advantages import group_advantages
+from looprl.session.advantages import group_advantages
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.training_samples import TrainingSample
 from looprl.trainer.logprobs import token_logprobs

@@ -5,7 +5,8 @@ runs requested tools, and stops with a termination reason: `finished` (the model
 tool calls), `output_exceeded` (finish_reason `length`), `context_exceeded` (the gateway's or the
 engine's context limit), `max_turns_exceeded`, or `tool_budget_exceeded`. Tool-call mistakes the
 model makes (unknown tool, malformed or non-object JSON arguments) become tool messages it can read,
-and the rollout goes on. A failing `run_tool` raises `ToolError`; model/HTTP errors raise `ModelError`.
+and the rollout goes on. A `run_tool` that raises, or returns something that is neither a str nor
+JSON-serialisable, raises `ToolError`; model/HTTP errors raise `ModelError`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class ModelError(Exception):
 
 
 class ToolError(Exception):
-    """`run_tool` raised: the rollout ends as `tool_error`."""
+    """`run_tool` raised or returned a value the model cannot be shown: the rollout ends as `tool_error`."""
 
 
 CONTEXT_CODES = ("context_budget_exceeded", "context_length_exceeded")
@@ -52,8 +53,15 @@ def assistant_message(message: Any) -> Message:
     return out
 
 
-def tool_result_text(result: Any) -> str:
-    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+def tool_result_text(name: str, result: Any) -> str:
+    """The tool message content: the str itself, or the value as JSON; anything else is a `ToolError`."""
+    if isinstance(result, str):
+        return result
+    try:
+        return json.dumps(result, ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        raise ToolError(f"run_tool({name!r}) returned a {type(result).__name__}, which is neither a str nor "
+                        f"JSON-serialisable ({e})") from None
 
 
 async def run_chat_loop(env: "BaseEnv", rollout: "BaseRollout", client: openai.AsyncOpenAI, model: str,
@@ -115,4 +123,4 @@ async def _run_one_tool(env: "BaseEnv", rollout_id: str, name: str, arguments: s
         raise
     except Exception as e:
         raise ToolError(f"run_tool({name!r}) raised {type(e).__name__}: {e}") from e
-    return tool_result_text(result)
+    return tool_result_text(name, result)

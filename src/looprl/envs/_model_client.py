@@ -32,6 +32,20 @@ def model_client(base_url: str) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(base_url=base_url, api_key="looprl", http_client=_pool(), max_retries=0)
 
 
+async def warm_up() -> None:
+    """Pay the first-use costs now, not inside the first rollout: this loop's pool (building its SSL
+    context) and the SDK's first request and response (type hints it evaluates once, blocking the loop
+    for up to a second on a busy machine). Env workers call it before they take rollouts."""
+    _pool()
+    reply = {"id": "warm-up", "object": "chat.completion", "created": 0, "model": "warm-up", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}]}
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=reply))
+    async with httpx.AsyncClient(transport=transport) as http:
+        client = openai.AsyncOpenAI(base_url="http://warm-up/v1", api_key="looprl", http_client=http, max_retries=0)
+        await client.chat.completions.create(model="warm-up", messages=[{"role": "user", "content": ""}],
+                                             tools=[{"type": "function", "function": {"name": "f"}}])
+
+
 async def aclose_pool() -> None:
     """Close this loop's shared pool (env hosts call it when they shut down)."""
     client = _pools.pop(asyncio.get_running_loop(), None)

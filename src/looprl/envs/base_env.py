@@ -19,7 +19,9 @@ from typing import Any, AsyncIterator
 import openai
 
 from looprl.envs._chat_loop import ModelError, ToolError, run_chat_loop
+from looprl.envs._deadlines import deadline
 from looprl.envs._model_client import model_client
+from looprl.envs._progress import report
 from looprl.envs._rewards_check import InvalidReward, check_reward_dict
 from looprl.envs.dataset import Dataset
 from looprl.envs.environment import Environment
@@ -116,16 +118,20 @@ class BaseEnv(Environment):
             with attribute_to([r.rollout_id]):
                 async with AsyncExitStack() as stack:
                     await self._run_and_score(r, stack, client, request, tools)
+                    report(self._result(r, request), self.has_group_reward_hook() and not r.failed)
                     reached += 1
                     if reached == len(pending):
                         scored.set()
                     await group_scored.wait()  # keep rollout_context open until group rewards are in
-                    await self._exit_context(r, stack)
+                    await self._exit_context(r, stack, request)
 
         async def group() -> None:
             await scored.wait()
             try:
                 await self._score_group(rollouts, request)
+                if self.has_group_reward_hook():
+                    for r in pending:
+                        report(self._result(r, request), False)
             finally:
                 group_scored.set()
 
@@ -137,7 +143,7 @@ class BaseEnv(Environment):
     async def _run_and_score(self, r: BaseRollout, stack: AsyncExitStack, client: openai.AsyncOpenAI,
                              request: GroupRequest, tools: list[Tool]) -> None:
         try:
-            async with asyncio.timeout(request.timeout_s):
+            async with deadline(request.timeout_s) as stuck:
                 try:
                     await stack.enter_async_context(self.rollout_context(r.rollout_id, request.example))
                 except RolloutFailure:
@@ -146,13 +152,7 @@ class BaseEnv(Environment):
                     r.fail("env_error", f"rollout_context raised on enter: {_describe(e)}")
                     return
                 await run_chat_loop(self, r, client, request.model, tools)
-                if self.has_reward_hook():
-                    try:
-                        r.rewards = check_reward_dict(await self.compute_reward(r), "compute_reward")
-                    except (RolloutFailure, TimeoutError):
-                        raise
-                    except Exception as e:
-                        r.fail("reward_error", _describe(e) if not isinstance(e, InvalidReward) else str(e))
+                await self._score_rollout(r)
         except RolloutFailure as e:
             r.fail(e.reason, e.message)
         except ModelError as e:
@@ -161,15 +161,28 @@ class BaseEnv(Environment):
             r.fail("tool_error", f"{e}\n{_describe(e.__cause__)}" if e.__cause__ else str(e))
         except TimeoutError:
             r.fail("timeout", f"rollout exceeded its {request.timeout_s} s timeout "
-                              f"(after {r.turns} turns, {r.tool_calls} tool calls)")
+                              f"(after {r.turns} turns, {r.tool_calls} tool calls)\n{stuck.stack}")
         except Exception as e:  # a bug in env code outside the named hooks
             r.fail("env_error", _describe(e))
 
-    async def _exit_context(self, r: BaseRollout, stack: AsyncExitStack) -> None:
+    async def _score_rollout(self, r: BaseRollout) -> None:
+        """`compute_reward` on a completed rollout (when the env has it); `RolloutFailure` propagates."""
+        if self.has_reward_hook():
+            try:
+                r.rewards = check_reward_dict(await self.compute_reward(r), "compute_reward")
+            except (RolloutFailure, TimeoutError):
+                raise
+            except Exception as e:
+                r.fail("reward_error", _describe(e) if not isinstance(e, InvalidReward) else str(e))
+
+    async def _exit_context(self, r: BaseRollout, stack: AsyncExitStack, request: GroupRequest) -> None:
         try:
-            await stack.aclose()
+            async with deadline(request.timeout_s) as stuck:
+                await stack.aclose()
         except RolloutFailure as e:
             r.fail(e.reason, e.message)
+        except TimeoutError:
+            r.fail("timeout", f"rollout_context exceeded the {request.timeout_s} s timeout on exit\n{stuck.stack}")
         except Exception as e:
             r.fail("env_error", f"rollout_context raised on exit: {_describe(e)}")
         r.finished_at = time.time()
@@ -181,7 +194,7 @@ class BaseEnv(Environment):
         ids = {r.rollout_id for r in members}
         try:
             with attribute_to([r.rollout_id for r in members]):
-                async with asyncio.timeout(request.timeout_s):
+                async with deadline(request.timeout_s) as stuck:
                     result = await self.compute_group_rewards(members)
             if not isinstance(result, dict):
                 raise InvalidReward(f"compute_group_rewards must return {{rollout_id: dict}}, got {type(result).__name__}")
@@ -194,7 +207,7 @@ class BaseEnv(Environment):
             return
         except TimeoutError:
             for r in members:
-                r.fail("timeout", f"compute_group_rewards exceeded the {request.timeout_s} s timeout")
+                r.fail("timeout", f"compute_group_rewards exceeded the {request.timeout_s} s timeout\n{stuck.stack}")
             return
         except Exception as e:
             for r in members:

@@ -4,6 +4,10 @@ The server (`looprl.envserver.server.EnvServer`, in the orchestrator process) wr
 stdin; the worker (`looprl.envserver.worker`) answers on a private copy of its stdout (its real
 stdout and stderr go to `env_worker_{id}.log`). Every message has a `kind`; replies name the
 request they answer by `id`. Closing the worker's stdin asks it to close the env and exit.
+
+While a group runs, the worker streams what must survive its death, in order, before `GroupDone`:
+each captured log record (`RolloutLog`) as it is emitted, and each rollout as soon as it is settled
+(`RolloutSettled`). `WorkerBlocked` says env code holds the worker's event loop past a timeout.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from looprl.envs.types import DatasetSplit, Example, GroupRequest, RolloutResult
+from looprl.envs.types import DatasetSplit, Example, GroupRequest, LogRecordData, RolloutResult
 from looprl.envserver.capture import LogLimits
 
 MAX_LINE_BYTES = 1 << 30
@@ -83,8 +87,38 @@ class RunGroup(BaseModel):
     request: GroupRequest
 
 
+class RolloutLog(BaseModel):
+    """Worker -> server: one log record of a running rollout, sent when it is emitted."""
+
+    kind: Literal["log"] = "log"
+    rollout_id: str
+    record: LogRecordData
+
+
+class RolloutSettled(BaseModel):
+    """Worker -> server: a rollout of group `id` is scored or failed before its group returns;
+    `group_pending`: its `compute_group_rewards` components are still to come (a later report)."""
+
+    kind: Literal["rollout"] = "rollout"
+    id: str
+    result: RolloutResult
+    group_pending: bool = False
+
+
+class WorkerBlocked(BaseModel):
+    """Worker -> server: env code running these rollouts has held the worker's event loop for
+    `blocked_s`, past their timeout; `stack` is where the loop's thread is stuck. The server ends them
+    as `timeout` and kills the worker."""
+
+    kind: Literal["blocked"] = "blocked"
+    rollout_ids: list[str]
+    blocked_s: float
+    stack: str
+
+
 class GroupDone(BaseModel):
-    """Worker -> server: one result per rollout of a `RunGroup`, each with its captured log records."""
+    """Worker -> server: one result per rollout of a `RunGroup`; their log records came as `RolloutLog`s
+    (the results carry only the counts of dropped and truncated records)."""
 
     kind: Literal["group_done"] = "group_done"
     id: str
@@ -92,8 +126,8 @@ class GroupDone(BaseModel):
 
 
 ToWorker = Annotated[CreateDataset | RunGroup, Field(discriminator="kind")]
-FromWorker = Annotated[WorkerReady | WorkerFailed | DatasetReady | RequestFailed | GroupDone,
-                       Field(discriminator="kind")]
+FromWorker = Annotated[WorkerReady | WorkerFailed | DatasetReady | RequestFailed | RolloutLog | RolloutSettled
+                       | WorkerBlocked | GroupDone, Field(discriminator="kind")]
 _to_worker: TypeAdapter[ToWorker] = TypeAdapter(ToWorker)
 _from_worker: TypeAdapter[FromWorker] = TypeAdapter(FromWorker)
 
@@ -106,6 +140,6 @@ def decode_to_worker(line: bytes) -> CreateDataset | RunGroup:
     return _to_worker.validate_json(line)
 
 
-def decode_from_worker(line: bytes) -> WorkerReady | WorkerFailed | DatasetReady | RequestFailed | GroupDone:
+def decode_from_worker(line: bytes) -> BaseModel:
     return _from_worker.validate_json(line)
 

@@ -3,8 +3,12 @@
 `run_group_captured` is what every env host runs (the in-process thread host of `looprl eval`, the
 env worker processes of `looprl rl`): it opens a log buffer per rollout, attributes records emitted
 during `env.run_group` to the whole group (BaseEnv narrows to each rollout itself), attaches each
-rollout's records to its result, and turns an environment that breaks its own contract (raises out
-of `run_group`, returns the wrong rollouts) into `env_error` results instead of an exception.
+rollout's records to its result, adds a `failure_record` to each rollout that ended as an
+operational failure, and turns an environment that breaks its own contract (raises out of
+`run_group`, returns the wrong rollouts) into `env_error` results instead of an exception.
+
+The env worker also passes a record `sink` (records stream out as they are emitted, and results
+carry only the counts) and a `reporter` (`BaseEnv` reports each rollout as soon as it is settled).
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ from __future__ import annotations
 import time
 import traceback
 
+from looprl.envs._progress import Reporter, reporting_to
 from looprl.envs.environment import Environment
 from looprl.envs.logging import attribute_group
 from looprl.envs.types import GroupRequest, RolloutResult
-from looprl.envserver.capture import LogLimits, close_capture, open_capture
+from looprl.envserver.capture import LogLimits, RecordSink, close_capture, failure_record, open_capture
 
 
 def failed_results(request: GroupRequest, reason: str, error: str, started_at: float) -> list[RolloutResult]:
@@ -28,13 +33,13 @@ def failed_results(request: GroupRequest, reason: str, error: str, started_at: f
             for rid in request.rollout_ids]
 
 
-async def run_group_captured(env: Environment, request: GroupRequest,
-                             limits: LogLimits | None = None) -> list[RolloutResult]:
+async def run_group_captured(env: Environment, request: GroupRequest, limits: LogLimits | None = None, *,
+                             sink: RecordSink | None = None, reporter: Reporter | None = None) -> list[RolloutResult]:
     """Run `env.run_group(request)` with per-rollout log capture; never raises for env faults."""
     started = time.time()
-    buffers = [open_capture(rid, limits) for rid in request.rollout_ids]
+    buffers = [open_capture(rid, limits, sink) for rid in request.rollout_ids]
     try:
-        with attribute_group(request.rollout_ids):
+        with attribute_group(request.rollout_ids), reporting_to(reporter):
             try:
                 results = await env.run_group(request)
             except Exception as e:
@@ -48,6 +53,8 @@ async def run_group_captured(env: Environment, request: GroupRequest,
                 by_id.setdefault(r.rollout_id, r)
         out = []
         for rid, buffer in zip(request.rollout_ids, buffers):
+            if not by_id[rid].scored:
+                buffer.add(failure_record(by_id[rid].termination_reason, by_id[rid].error), bounded=False)
             out.append(by_id[rid].model_copy(update={
                 "logs": buffer.records, "logs_dropped": buffer.dropped, "logs_truncated": buffer.truncated}))
         return out

@@ -6,11 +6,17 @@
 
 `EnvServer` starts it with pipes on stdin/stdout and stderr on `env_worker_{id}.log`. The worker
 keeps private copies of the two pipes for the protocol (`looprl.envserver.protocol`) and points
-its own stdin at /dev/null and its stdout at the log, so env code that prints (or a crash dump from
-C code) ends up in the worker log, never in the protocol. Every log line emitted while a rollout
-runs names the rollout: `rollout=ID` (several ids, comma-separated, for group-level records).
+its own stdin at /dev/null and its stdout at the log, so a crash dump from C code ends up in the
+worker log, never in the protocol; `print()` and stderr writes from Python become records of the
+rollout that made them (`looprl.envserver.streams`). Every log line emitted while a rollout runs
+names the rollout: `rollout=ID` (several ids, comma-separated, for group-level records).
+
 Groups run concurrently on the worker's event loop; each one through `run_group_captured`, which
-never raises for env faults. When stdin closes the worker closes the env and exits.
+never raises for env faults. Messages go out through one `Channel`, written synchronously under a
+lock, so a record is in the pipe before the next line of env code runs (a worker killed right after
+keeps it) and records, reports and results stay in order, from any thread. A `Watchdog` reports
+rollouts whose code blocks the event loop past their timeout. When stdin closes the worker closes
+the env and exits.
 """
 
 from __future__ import annotations
@@ -18,20 +24,26 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 import traceback
 from collections import Counter
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel
 
-from looprl.envs._model_client import aclose_pool
+from looprl.envs._model_client import aclose_pool, warm_up
 from looprl.envs.environment import Environment
 from looprl.envs.logging import current_rollout_ids
+from looprl.envs.types import LogRecordData, RolloutResult
 from looprl.envserver.capture import install_capture
 from looprl.envserver.loading import instantiate, load_env_class
 from looprl.envserver.protocol import (MAX_LINE_BYTES, CreateDataset, DatasetReady, GroupDone, RequestFailed,
-                                       RunGroup, WorkerConfig, WorkerFailed, WorkerReady, decode_to_worker, encode)
+                                       RolloutLog, RolloutSettled, RunGroup, WorkerBlocked, WorkerConfig,
+                                       WorkerFailed, WorkerReady, decode_to_worker, encode)
 from looprl.envserver.runtime import run_group_captured
+from looprl.envserver.streams import capture_std_streams
+from looprl.envserver.watchdog import Watchdog
 from looprl.errors import UserError
 from looprl.utils.logger import get_logger, setup_logger
 
@@ -54,14 +66,41 @@ def _take_protocol_pipes() -> tuple[int, int]:
     return in_fd, out_fd
 
 
-class Worker:
-    def __init__(self, cfg: WorkerConfig, env: Environment, writer: asyncio.StreamWriter) -> None:
-        self.cfg, self.env, self.writer = cfg, env, writer
-        self.log = get_logger()
+class Channel:
+    """The protocol's outgoing pipe: each message written whole, at once, from any thread."""
 
-    async def send(self, message: BaseModel) -> None:
-        self.writer.write(encode(message))
-        await self.writer.drain()
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._lock = threading.Lock()
+
+    def send(self, message: BaseModel) -> None:
+        data = memoryview(encode(message))
+        with self._lock:
+            while data:
+                data = data[os.write(self.fd, data):]
+
+
+class Worker:
+    def __init__(self, cfg: WorkerConfig, env: Environment, channel: Channel) -> None:
+        self.cfg, self.env, self.channel = cfg, env, channel
+        self.log = get_logger()
+        self.timeouts: dict[str, float] = {}
+        """The timeout of each running rollout that has one (what the watchdog holds blocking code to)."""
+
+    def send(self, message: BaseModel) -> None:
+        self.channel.send(message)
+
+    def send_record(self, rollout_id: str, record: LogRecordData) -> None:
+        self.send(RolloutLog(rollout_id=rollout_id, record=record))
+
+    def send_settled(self, group_id: str, result: RolloutResult, group_pending: bool) -> None:
+        self.send(RolloutSettled(id=group_id, result=result, group_pending=group_pending))
+
+    def send_blocked(self, rollout_ids: list[str], blocked_s: float, stack: str) -> None:
+        self.log.bind(rollout=",".join(rollout_ids)).error(
+            "env code has blocked the event loop for {:.1f} s, past the rollout timeout; stuck at:\n{}",
+            blocked_s, stack)
+        self.send(WorkerBlocked(rollout_ids=rollout_ids, blocked_s=blocked_s, stack=stack))
 
     async def handle(self, message: CreateDataset | RunGroup) -> None:
         if isinstance(message, RunGroup):
@@ -74,14 +113,21 @@ class Worker:
         log = self.log.bind(rollout=",".join(request.rollout_ids))
         log.info("group {} started: {} rollouts of example {}", request.group_id, len(request.rollout_ids),
                  request.example.id)
-        results = await run_group_captured(self.env, request, self.cfg.log_limits)
+        if request.timeout_s is not None:
+            self.timeouts.update(dict.fromkeys(request.rollout_ids, request.timeout_s))
+        try:
+            results = await run_group_captured(self.env, request, self.cfg.log_limits, sink=self.send_record,
+                                               reporter=partial(self.send_settled, message.id))
+        finally:
+            for rid in request.rollout_ids:
+                self.timeouts.pop(rid, None)
         for r in results:
             if not r.scored:
                 self.log.bind(rollout=r.rollout_id).warning("rollout ended {}: {}", r.termination_reason,
                                                             (r.error or "").partition("\n")[0])
         reasons = Counter(r.termination_reason for r in results)
         log.info("group {} done: {}", request.group_id, dict(reasons))
-        await self.send(GroupDone(id=message.id, results=results))
+        self.send(GroupDone(id=message.id, results=results))
 
     async def create_dataset(self, message: CreateDataset) -> None:
         try:
@@ -90,31 +136,31 @@ class Worker:
         except Exception as e:
             self.log.opt(exception=e).error("create_dataset({!r}) raised", message.split)
             reply = RequestFailed(id=message.id, error=f"{type(e).__name__}: {e}", user_error=isinstance(e, UserError))
-        await self.send(reply)
+        self.send(reply)
 
 
-async def _pipes(in_fd: int, out_fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    loop = asyncio.get_running_loop()
+async def _reader(in_fd: int) -> asyncio.StreamReader:
     reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(in_fd, "rb", buffering=0))
-    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
-                                                        os.fdopen(out_fd, "wb", buffering=0))
-    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+    await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                                       os.fdopen(in_fd, "rb", buffering=0))
+    return reader
 
 
 async def serve(cfg: WorkerConfig, in_fd: int, out_fd: int) -> int:
-    reader, writer = await _pipes(in_fd, out_fd)
+    reader, channel = await _reader(in_fd), Channel(out_fd)
     log = get_logger()
     try:
         env = instantiate(load_env_class(cfg.env), cfg.env_args)
     except Exception as e:
         error = str(e) if isinstance(e, UserError) else "".join(traceback.format_exception(e))
         log.error("cannot load {}: {}", cfg.env, error)
-        writer.write(encode(WorkerFailed(error=error)))
-        await writer.drain()
+        channel.send(WorkerFailed(error=error))
         return 1
-    worker = Worker(cfg, env, writer)
-    await worker.send(WorkerReady(pid=os.getpid()))
+    await warm_up()
+    worker = Worker(cfg, env, channel)
+    watchdog = Watchdog(worker.timeouts, worker.send_blocked)
+    watchdog.start(asyncio.get_running_loop())
+    worker.send(WorkerReady(pid=os.getpid()))
     log.info("env worker {} ready: {} (pid {})", cfg.worker_id, cfg.env, os.getpid())
     tasks: set[asyncio.Task[None]] = set()
     while line := await reader.readline():
@@ -130,6 +176,7 @@ async def serve(cfg: WorkerConfig, in_fd: int, out_fd: int) -> int:
     for task in list(tasks):
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    watchdog.stop()
     try:
         await env.aclose()
     finally:
@@ -143,6 +190,7 @@ def main(argv: list[str]) -> int:
     setup_logger(cfg.env_level, cfg.json_logging, sink=sys.stderr, process=f"env_worker_{cfg.worker_id}",
                  patcher=_tag_rollout)
     install_capture(cfg.env_level)
+    capture_std_streams()
     return asyncio.run(serve(cfg, in_fd, out_fd))
 
 

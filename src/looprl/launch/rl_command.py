@@ -1,9 +1,13 @@
 """`looprl rl @ CONFIG.toml [--key.sub VALUE ...] [--dry-run] [--resume]`: a whole training run.
 
 Validates the config, writes the resolved `config.toml` into `output_dir` (`--dry-run` stops there),
-starts the inference engine, then the orchestrator and the trainer as child processes, each with its
-output in `logs/<process>.log`, and supervises them: when one fails the others are stopped, the
-command exits 1 and prints the tail of the failing log; Ctrl-C stops them all.
+checks the output directory, the env import and the train split's first rows (each mistake one line
+and exit 2, before anything slow), starts the inference engine, then the orchestrator and the
+trainer as child processes, each with its output in `logs/<process>.log`, and supervises them: when
+one fails the others are stopped, the command exits 1 and prints the tail of the failing log; Ctrl-C
+stops them all. Meanwhile it prints the engine coming up, a line per step, the orchestrator's
+warnings and a closing summary (`launch.progress`, which only reads the run store and the
+orchestrator's log).
 
 `--resume` continues a run from its latest checkpoint k: files of later steps (hand-off files and
 broadcasts) are removed, the orchestrator deletes store rows after step k, both processes go on at k+1
@@ -22,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from looprl.config import RLConfig, load_config
     from looprl.errors import UserError
     from looprl.paths import config_path, db_path
+    from looprl.session.preflight import check_env
 
     argv = [a for a in args.config if a not in FLAGS]
     dry_run = args.dry_run or "--dry-run" in args.config
@@ -65,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         resume_step = resumable_step(run_dir)
     elif db_path(run_dir).exists():
         raise UserError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another output_dir")
+    check_env(cfg.env.source, cfg.env.args, cfg.env.train_split, cfg.env.base_dir, max_examples=8)  # before the engine
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path(run_dir).write_text(tomli_w.dumps(cfg.to_toml_dict()))
     return launch(cfg, run_dir, resume_step)
@@ -88,6 +95,7 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
 
     from looprl.inference.process import EngineProcess
     from looprl.launch.placement import place, trainer_command
+    from looprl.launch.progress import RunProgress, duration
     from looprl.launch.supervisor import Child, python_module, stop_all, tail, watch
     from looprl.paths import log_path
 
@@ -96,13 +104,20 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     placement = place(cfg, torch.cuda.device_count())
     os.environ.update(placement.engine_env)  # the engine (and the orchestrator, which needs no GPU)
     resume = ["--resume-step", str(resume_step)]
-    print(f"looprl rl: run directory {run_dir} (logs in {log_path(run_dir, '*')})" +
-          (f", resuming after step {resume_step}" if resume_step else ""), flush=True)
+    progress = RunProgress(run_dir, cfg.max_steps, first_step=resume_step + 1)
+    progress.say(f"looprl rl: run directory {run_dir} (logs in {log_path(run_dir, '*')})" +
+                 (f", resuming after step {resume_step}" if resume_step else ""))
     engine = EngineProcess(cfg.model.name, log_path=log_path(run_dir, "inference"),
                            extra_args=["--max-batch-size", str(cfg.inference.max_batch_size),
                                        "--log-level", cfg.log.level, *(["--json-logging"] if cfg.log.json_logging else [])])
     children: list[Child] = []
+    completed = False
+    progress.say(f"looprl rl: starting the inference engine ({cfg.model.name}) ...")
+    engine_start = time.monotonic()
     with engine:
+        progress.say(f"looprl rl: engine ready in {duration(time.monotonic() - engine_start)}; "
+                     f"starting the orchestrator and the trainer")
+        progress.follow()
         try:
             orchestrator = Child("orchestrator", log_path(run_dir, "orchestrator")).start(python_module(
                 "looprl.orchestrator", str(run_dir), "--engine-url", engine.url, "--model-name", engine.model_name, *resume))
@@ -110,15 +125,17 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
             trainer = Child("trainer", log_path(run_dir, "trainer")).start(
                 trainer_command(sys.executable, run_dir, placement.trainer_ranks, resume), placement.trainer_env)
             children.append(trainer)
-            failed = watch([EngineChild(engine), *children], until_done=children)
+            failed = watch([EngineChild(engine), *children], until_done=children, tick=progress.poll)
+            completed = failed is None
             status = failed.process.poll() if failed is not None and failed.process else None
         finally:
             stop_all(children)
+            progress.close(completed)
     if failed is not None:
         print(f"looprl rl: {failed.name} exited with status {status}; last lines of {failed.log_path}:\n"
               f"{tail(failed.log_path)}", file=sys.stderr)
         return 1
-    print(f"looprl rl: done. Look at the run with:\n  looprl metrics {run_dir}\n  looprl inspect {run_dir}")
+    progress.say(f"Look at the run with:\n  looprl metrics {run_dir}\n  looprl inspect {run_dir}")
     return 0
 
 

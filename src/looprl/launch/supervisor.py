@@ -1,7 +1,7 @@
 """Child processes of `looprl rl`: started with their output in `logs/<name>.log`, watched together.
 
 `watch` returns when every child has exited cleanly, or as soon as one fails, and reports which one
-failed, so the launcher can stop the others (`stop_all`: SIGTERM, then SIGKILL) and print the tail
+failed (calling `tick`, e.g. the progress display, every poll meanwhile), so the launcher can stop the others (`stop_all`: SIGTERM, then SIGKILL) and print the tail
 of its log. Children also get SIGTERM when the launcher itself dies (Linux `PR_SET_PDEATHSIG`).
 """
 
@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
@@ -74,10 +74,12 @@ def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
 
-def watch(children: Sequence[Watched], until_done: Sequence[Watched]) -> Watched | None:
+def watch(children: Sequence[Watched], until_done: Sequence[Watched],
+          tick: Callable[[], None] = lambda: None) -> Watched | None:
     """Wait until every child in `until_done` exits with status 0 (returns None), or any child fails
     or exits early (returns it). The caller stops the others."""
     while True:
+        tick()
         for child in children:
             assert child.process is not None
             status = child.process.poll()

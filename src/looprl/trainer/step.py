@@ -16,7 +16,7 @@ kernel mismatch and off-policy lag), `clipped_frac`, plus `loss`, `grad_norm`, `
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -27,8 +27,6 @@ from looprl.trainer.loss import TokenLoss, normalization, policy_loss
 from looprl.trainer.loss.kl import token_kl
 from looprl.trainer.parallel import Ranks, all_sum, assign, full_value
 
-Normalization = Callable[[Sequence[torch.Tensor]], list[torch.Tensor]]
-
 
 def train_step(
     model: Any,
@@ -36,7 +34,7 @@ def train_step(
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     micro_batches: Sequence[MicroBatch],
     token_loss: TokenLoss,
-    normalize: Normalization = normalization.per_token,
+    normalize: normalization.Normalization = normalization.per_token,
     max_grad_norm: float = 1.0,
     ref_model: Any | None = None,
     kl_coef: float = 0.0,
@@ -107,7 +105,7 @@ def rank_passes(micro_batches: Sequence[MicroBatch], ranks: Ranks) -> list[int |
     return mine + [None] * (max(len(s) for s in shares) - len(mine))
 
 
-def step_weights(micro_batches: Sequence[MicroBatch], normalize: Normalization) -> list[torch.Tensor]:
+def step_weights(micro_batches: Sequence[MicroBatch], normalize: normalization.Normalization) -> list[torch.Tensor]:
     """Each micro-batch's per-token loss weights, normalised over every sequence of the step."""
     masks, spans = [], []
     for i, mb in enumerate(micro_batches):

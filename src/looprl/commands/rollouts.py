@@ -73,11 +73,7 @@ def transcript(console: Console, r: RolloutRecord) -> None:
     """One rollout as a reader follows it: a header, the messages in order, then how it ended."""
     from rich.text import Text
 
-    console.print(Text(f"rollout {r.rollout_id} · {r.split} · step {r.step} · example {r.example_id} · "
-                       f"group {r.group_id}", style="bold"))
-    console.print(Text(f"turns {r.turns} · tool calls {r.tool_calls} · model calls {len(r.model_calls)} · tokens "
-                       f"{r.prompt_tokens} prompt + {r.completion_tokens} completion · {r.duration_s:.1f} s · "
-                       f"log records {r.log_count}", style="dim"))
+    _header(console, r)
     for message in r.messages:
         console.print()
         role = message.get("role", "?")
@@ -95,6 +91,36 @@ def transcript(console: Console, r: RolloutRecord) -> None:
             console.print(Text(f"  → tool call {function.get('name')}({function.get('arguments', '')})  "
                                f"{call.get('id', '')}", style="yellow"))
     console.print()
+    _ending(console, r)
+
+
+def rollout_summary(console: Console, r: RolloutRecord) -> None:
+    """A rollout without its messages: the header, the last message's opening, how it ended."""
+    from rich.text import Text
+
+    _header(console, r)
+    if r.messages:
+        last = r.messages[-1]
+        text = " ".join(_content(last.get("content")).split())
+        calls = ", ".join(c.get("function", {}).get("name", "?") for c in last.get("tool_calls") or [])
+        shown = (text[:120] + "…" if len(text) > 120 else text) or (f"→ {calls}" if calls else "")
+        console.print(Text(f"last message ({last.get('role', '?')}, {len(r.messages)} in all): {shown}", style="dim"))
+    _ending(console, r)
+
+
+def _header(console: Console, r: RolloutRecord) -> None:
+    from rich.text import Text
+
+    console.print(Text(f"rollout {r.rollout_id} · {r.split} · step {r.step} · example {r.example_id} · "
+                       f"group {r.group_id}", style="bold"))
+    console.print(Text(f"turns {r.turns} · tool calls {r.tool_calls} · model calls {len(r.model_calls)} · tokens "
+                       f"{r.prompt_tokens} prompt + {r.completion_tokens} completion · {r.duration_s:.1f} s · "
+                       f"log records {r.log_count}", style="dim"))
+
+
+def _ending(console: Console, r: RolloutRecord) -> None:
+    from rich.text import Text
+
     ended = Text(r.termination_reason, style="green" if r.scored else "bold red")
     if r.reward is not None:
         ended.append(f" · reward {r.reward:.3f}")

@@ -3,8 +3,8 @@
 import pytest
 
 from looprl.envs.types import RolloutResult
-from looprl.orchestrator.advantages import batch_advantages, group_advantages, rollout_reward
-from looprl.orchestrator.rewards import component_names, reward_stats, zero_filled
+from looprl.session.advantages import batch_advantages, group_advantages
+from looprl.session.rewards import component_names, reward_stats, rollout_reward, zero_filled
 
 
 def _result(rid: str, rewards: dict[str, float], reason: str = "finished") -> RolloutResult:
@@ -52,3 +52,24 @@ def test_component_weights_and_zero_fill():
     assert stats["reward/format"] == 0.25 and stats["reward"] == 1.25
     [out] = batch_advantages([[a, b]])
     assert out.advantages == [0.25, -0.25]
+
+
+def test_a_weight_no_rollout_emits_warns_once_naming_the_emitted_components():
+    import io
+
+    from looprl.session.rewards import UnusedWeights
+    from looprl.utils.logger import reset_logger, setup_logger
+
+    out = io.StringIO()
+    setup_logger("info", sink=out)
+    try:
+        check = UnusedWeights({"correct": 1.0, "typo": 2.0, "bonus": 0.5})
+        assert check.check(1, [_result("a", {}, reason="error")]) == []  # nothing scored: no verdict yet
+        step = [_result("a", {"correct": 1.0}), _result("b", {"correct": 0.0, "brief": 1.0})]
+        assert check.check(2, step) == ["bonus", "typo"]
+        assert check.check(3, step) == []  # once per name
+    finally:
+        reset_logger()
+    log = out.getvalue()
+    assert "WARNING" in log and "'typo'" in log and "step 2" in log and "emitted: correct, brief" in log
+    assert log.count("'typo'") == 1

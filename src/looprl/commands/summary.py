@@ -5,21 +5,23 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from looprl.envs.types import RolloutResult
-from looprl.orchestrator.rewards import reward_stats
+from looprl.session.rewards import reward_stats
 
 
-def summarize(results: Sequence[RolloutResult], wall_s: float) -> dict[str, Any]:
+def summarize(results: Sequence[RolloutResult], wall_s: float,
+              weights: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The run's summary; the total reward weighs components with `weights` (the run's `reward_weights`)."""
     scored = [r for r in results if r.scored]
     prompt = sum(getattr(r, "prompt_tokens", 0) for r in results)
     completion = sum(getattr(r, "completion_tokens", 0) for r in results)
-    stats = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in reward_stats(results).items()}
+    stats = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in reward_stats(results, weights).items()}
     return {
         "rollouts": len(results),
         "scored": len(scored),

@@ -1,6 +1,6 @@
 """Group-relative advantages: each rollout's reward minus its group's mean (GRPO's baseline).
 
-A rollout's reward is the weighted total of its components (`rewards.total_reward`). Failed rollouts
+A rollout's reward is the weighted total of its components (`looprl.session.rewards.rollout_reward`). Failed rollouts
 (operational failures, not `scored`) have no reward: by default they stay out of the baseline and out
 of the loss (advantage None); with `include_failed` they count as reward 0. Dividing by the group's
 std is optional (Dr. GRPO argues against it: it up-weights near-unanimous groups).
@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from looprl.envs.types import RolloutResult
-from looprl.orchestrator.rewards import mean_std, total_reward
+from looprl.session.rewards import mean_std, rollout_reward
 
 ZERO = 1e-8
 
@@ -28,14 +28,6 @@ class GroupAdvantages:
     """None for rollouts kept out of the loss."""
     skipped: bool
     """True when no rollout of the group has a non-zero advantage."""
-
-
-def rollout_reward(result: RolloutResult, weights: Mapping[str, float] | None = None,
-                   include_failed: bool = False) -> float | None:
-    """The rollout's total reward; None for a failed rollout unless failures count as 0."""
-    if result.scored:
-        return total_reward(result.rewards, weights)
-    return 0.0 if include_failed else None
 
 
 def group_advantages(rewards: Sequence[float | None], normalize_std: bool = False,

@@ -14,11 +14,15 @@ bad environment cannot hang or kill the run:
   stuck where the watchdog cannot see (a C call that holds the GIL): its unsettled rollouts end as
   `timeout` and the worker is killed and respawned.
 
-What a worker streams while a group runs survives its death: every log record, and each rollout
-that was already settled (`RolloutSettled`). When the worker dies, a settled rollout keeps its
-result, unless it still waited for `compute_group_rewards`, which can no longer run: it keeps its
-transcript but ends as `env_worker_died`. Every rollout keeps its records, and each failure adds a
-`failure_record` saying what ended it (the exit status or signal, the stuck stack).
+What a worker streams while a group runs survives its death: every log record, each rollout that
+was already settled (`RolloutSettled`), and whether `compute_group_rewards` had started
+(`GroupHookStarted`). When the worker dies, a settled rollout keeps its result. Rollouts that were
+done but still waited for `compute_group_rewards` are scored by it on a live worker (`ScoreGroup`,
+the group's failed rollouts left out, as always) when it had not started; when it had, it may be
+what killed the worker, so it is not run again and they end as `env_worker_died` (`timeout` when
+it blocked). A worker that dies while it scores them ends them the same way, once. Every rollout
+keeps its transcript and records, and each failure adds a `failure_record` saying what ended it (the
+exit status or signal, the stuck stack).
 
 Logs: `env_server.log` (this server: worker starts, deaths, overdue groups) and, written by each
 worker, `env_worker_{id}.log`, both in the env's log directory of the run
@@ -41,9 +45,9 @@ from pydantic import BaseModel
 from looprl.envs.types import DatasetSplit, Example, GroupRequest, LogRecordData, RolloutResult
 from looprl.envserver.capture import LogLimits, failure_record
 from looprl.envserver.loading import env_name
-from looprl.envserver.protocol import (MAX_LINE_BYTES, CreateDataset, DatasetReady, GroupDone, RequestFailed,
-                                       RolloutLog, RolloutSettled, RunGroup, WorkerBlocked, WorkerConfig,
-                                       WorkerFailed, WorkerReady, decode_from_worker, encode)
+from looprl.envserver.protocol import (MAX_LINE_BYTES, CreateDataset, DatasetReady, GroupDone, GroupHookStarted,
+                                       RequestFailed, RolloutLog, RolloutSettled, RunGroup, ScoreGroup, WorkerBlocked,
+                                       WorkerConfig, WorkerFailed, WorkerReady, decode_from_worker, encode)
 from looprl.envserver.runtime import failed_results
 from looprl.errors import UserError
 from looprl.paths import env_server_log_path, env_worker_log_path
@@ -63,6 +67,9 @@ class _Pending:
     """The records streamed so far, per rollout."""
     settled: dict[str, RolloutSettled] = field(default_factory=dict)
     """The latest report of each rollout settled before its group returned."""
+    group_hook_started: bool = False
+    rescoring: bool = False
+    """A `ScoreGroup`: if its worker dies, its rollouts are not sent to another one again."""
 
 
 @dataclass
@@ -104,6 +111,8 @@ class EnvServer:
         self._slots: list[_Slot] = []
         self._closing = False
         self._requests = 0
+        self._scoring: set[asyncio.Task[None]] = set()
+        """Groups whose waiting rollouts are being scored on another worker after theirs died."""
         log_path = env_server_log_path(self.run_dir, split, self.env_name)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file: TextIO = log_path.open("a", buffering=1, encoding="utf-8")
@@ -150,6 +159,9 @@ class EnvServer:
         elif isinstance(message, RolloutSettled):
             if (owner := slot.pending.get(message.id)) is not None:
                 owner.settled[message.result.rollout_id] = message
+        elif isinstance(message, GroupHookStarted):
+            if (owner := slot.pending.get(message.id)) is not None:
+                owner.group_hook_started = True
         elif isinstance(message, WorkerBlocked):
             self._blocked(slot, message)
         elif isinstance(message, WorkerReady):
@@ -186,7 +198,7 @@ class EnvServer:
                 p.future.cancel()
             return
         rollouts = sum(len(p.request.rollout_ids) for p in pending.values() if p.request)
-        self.log.error("worker {} (pid {}) died: {}; {} groups ({} rollouts) in flight end as env_worker_died",
+        self.log.error("worker {} (pid {}) died: {}; {} groups ({} rollouts) were in flight",
                        slot.worker_id, slot.proc.pid if slot.proc else "?", _describe_exit(code), len(pending), rollouts)
         cause = f" because {slot.killed_for}" if slot.killed_for else " while the rollout ran"
         error = (f"env worker {slot.worker_id} died ({_describe_exit(code)}){cause}; "
@@ -197,36 +209,75 @@ class EnvServer:
             if p.future.done():
                 continue
             if p.request is not None:
-                p.future.set_result(self._salvage(slot, p, p.request, error))
+                self._settle(slot, p, p.request, error)
             else:
                 p.future.set_exception(RuntimeError(error))
         if was_ready and self._slots[slot.worker_id] is slot:  # not already replaced by `_overdue`
             self._respawn(slot)
 
+    def _settle(self, slot: _Slot, p: _Pending, request: GroupRequest, error: str) -> None:
+        """Settle a dead worker's group: now, or once its waiting rollouts are scored on another worker."""
+        results, waiting = self._salvage(slot, p, request, error)
+        if not waiting:
+            p.future.set_result(results)
+            return
+        task = asyncio.create_task(self._score_elsewhere(p, request, results, waiting, error))
+        self._scoring.add(task)
+        task.add_done_callback(self._scoring.discard)
+
     @staticmethod
-    def _salvage(slot: _Slot, p: _Pending, request: GroupRequest, error: str) -> list[RolloutResult]:
-        """A dead worker's group: what each rollout had settled, its streamed records, what ended it."""
-        out = []
+    def _salvage(slot: _Slot, p: _Pending, request: GroupRequest,
+                 error: str) -> tuple[list[RolloutResult], list[RolloutResult]]:
+        """A dead worker's group: what each rollout had settled, its streamed records, what ended it; and
+        the reports of those that waited for `compute_group_rewards`, when another worker may run it."""
+        out, waiting = [], []
         for result in failed_results(request, "env_worker_died", error, p.started):
             rid, report = result.rollout_id, p.settled.get(result.rollout_id)
+            logs = p.logs.get(rid, [])
             if rid in slot.timed_out:
-                result = result.model_copy(update={"termination_reason": "timeout", "error": slot.timed_out[rid]})
+                result = (report.result if report else result).model_copy(update={
+                    "termination_reason": "timeout", "rewards": {}, "error": slot.timed_out[rid]})
             elif report is not None and not report.group_pending:
-                result = report.result
-                logs = [*p.logs.get(rid, []), failure_record(
+                out.append(report.result.model_copy(update={"logs": [*logs, failure_record(
                     "", f"{error} (after this rollout was settled: it keeps its result, but its rollout_context "
-                        "may not have exited)", level=logging.WARNING)]
-                out.append(result.model_copy(update={"logs": logs}))
+                        "may not have exited)", level=logging.WARNING)]}))
                 continue
             elif report is not None:
-                result = report.result.model_copy(update={
-                    "termination_reason": "env_worker_died", "rewards": {},
-                    "error": f"compute_group_rewards could not run: {error}"})
-            logs = p.logs.get(rid, [])
-            if not result.scored:
-                logs = [*logs, failure_record(result.termination_reason, result.error)]
-            out.append(result.model_copy(update={"logs": logs}))
-        return out
+                if not (p.group_hook_started or p.rescoring):
+                    waiting.append(report.result)
+                why = (f"compute_group_rewards was running when {error}; it is not run again" if p.group_hook_started
+                       else f"compute_group_rewards could not run: {error}")
+                result = report.result.model_copy(update={"termination_reason": "env_worker_died", "rewards": {},
+                                                          "error": why})
+            out.append(result.model_copy(update={
+                "logs": [*logs, failure_record(result.termination_reason, result.error)]}))
+        return out, waiting
+
+    async def _score_elsewhere(self, p: _Pending, request: GroupRequest, results: list[RolloutResult],
+                               waiting: list[RolloutResult], error: str) -> None:
+        """`compute_group_rewards` on a live worker for `waiting`, then settle the group; without a live
+        worker they keep their `results` (`compute_group_rewards could not run`)."""
+        ids = [r.rollout_id for r in waiting]
+        narrowed = request.model_copy(update={"rollout_ids": ids})
+        self.log.bind(rollout=",".join(ids)).warning(
+            "group {}: {} rollouts waited for compute_group_rewards; scoring them on a live worker", request.group_id,
+            len(ids))
+        try:
+            scored = await self._request(ScoreGroup(id=f"{request.group_id}:score", request=narrowed, rollouts=waiting),
+                                         narrowed)
+        except UserError:  # no worker could start
+            scored = []
+        except asyncio.CancelledError:
+            p.future.cancel()
+            raise
+        notice = failure_record("", f"{error}, before compute_group_rewards started: it ran on a live env worker "
+                                    "(this rollout's rollout_context may not have exited)", level=logging.WARNING)
+        by_id = {r.rollout_id: r for r in scored}
+        if not p.future.done():
+            p.future.set_result([
+                by_id[r.rollout_id].model_copy(update={"logs": [*p.logs.get(r.rollout_id, []), notice,
+                                                                *by_id[r.rollout_id].logs]})
+                if r.rollout_id in by_id else r for r in results])
 
     def _blocked(self, slot: _Slot, message: WorkerBlocked) -> None:
         """The worker's watchdog caught env code holding its event loop: end those rollouts, kill it."""
@@ -267,10 +318,14 @@ class EnvServer:
     def _pick(self) -> _Slot:
         return min(self._slots, key=lambda s: (s.ready.done() and s.ready.exception() is not None, len(s.pending)))
 
-    async def _request(self, message: CreateDataset | RunGroup, request: GroupRequest | None) -> Any:
+    async def _request(self, message: CreateDataset | RunGroup | ScoreGroup, request: GroupRequest | None) -> Any:
         """Send a message to a worker and wait for its answer (or for the worker's death)."""
         slot = self._pick()
         pending = _Pending(asyncio.get_running_loop().create_future(), request)
+        if isinstance(message, ScoreGroup):  # its rollouts are done, and wait for the group hook here
+            pending.rescoring = True
+            pending.settled = {r.rollout_id: RolloutSettled(id=message.id, result=r, group_pending=True)
+                               for r in message.rollouts}
         slot.pending[message.id] = pending
         slot.rollouts.update(dict.fromkeys(request.rollout_ids if request else (), pending))
         try:
@@ -299,8 +354,8 @@ class EnvServer:
         if pending is None or pending.request is None or pending.future.done():
             return
         request = pending.request
-        unsettled = [rid for rid in request.rollout_ids
-                     if rid not in pending.settled or pending.settled[rid].group_pending]
+        unsettled = [rid for rid in request.rollout_ids if rid not in pending.settled
+                     or pending.settled[rid].group_pending and pending.group_hook_started]
         error = (f"rollout exceeded its {request.timeout_s} s timeout and env code did not yield "
                  f"(a blocking call?); env worker {slot.worker_id} was restarted")
         self._kill(slot, dict.fromkeys(unsettled, error),
@@ -339,6 +394,8 @@ class EnvServer:
         for slot in self._slots:
             if slot.task is not None and not slot.task.done():
                 slot.task.cancel()
+        for task in list(self._scoring):
+            task.cancel()
         self.log.info("env server for {} ({} split) stopped", self.env, self.split)
         self.log.remove()
         self._log_file.close()

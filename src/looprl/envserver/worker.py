@@ -11,12 +11,12 @@ worker log, never in the protocol; `print()` and stderr writes from Python becom
 rollout that made them (`looprl.envserver.streams`). Every log line emitted while a rollout runs
 names the rollout: `rollout=ID` (several ids, comma-separated, for group-level records).
 
-Groups run concurrently on the worker's event loop; each one through `run_group_captured`, which
-never raises for env faults. Messages go out through one `Channel`, written synchronously under a
-lock, so a record is in the pipe before the next line of env code runs (a worker killed right after
-keeps it) and records, reports and results stay in order, from any thread. A `Watchdog` reports
-rollouts whose code blocks the event loop past their timeout. When stdin closes the worker closes
-the env and exits.
+Groups run concurrently on the worker's event loop; each one through `run_group_captured` (or, for
+a `ScoreGroup`, `score_waiting_captured`), which never raises for env faults. Messages go out
+through one `Channel`, written synchronously under a lock, so a record is in the pipe before the
+next line of env code runs (a worker killed right after keeps it) and records, reports and results
+stay in order, from any thread. A `Watchdog` reports rollouts whose code blocks the event loop past
+their timeout. When stdin closes the worker closes the env and exits.
 """
 
 from __future__ import annotations
@@ -27,21 +27,23 @@ import sys
 import threading
 import traceback
 from collections import Counter
-from functools import partial
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
 from looprl.envs._model_client import aclose_pool, warm_up
+from looprl.envs.base_env import BaseEnv
 from looprl.envs.environment import Environment
 from looprl.envs.logging import current_rollout_ids
-from looprl.envs.types import LogRecordData, RolloutResult
+from looprl.envs.types import GroupRequest, LogRecordData, RolloutResult
 from looprl.envserver.capture import install_capture
 from looprl.envserver.loading import instantiate, load_env_class
-from looprl.envserver.protocol import (MAX_LINE_BYTES, CreateDataset, DatasetReady, GroupDone, RequestFailed,
-                                       RolloutLog, RolloutSettled, RunGroup, WorkerBlocked, WorkerConfig,
-                                       WorkerFailed, WorkerReady, decode_to_worker, encode)
-from looprl.envserver.runtime import run_group_captured
+from looprl.envserver.protocol import (MAX_LINE_BYTES, CreateDataset, DatasetReady, GroupDone, GroupHookStarted,
+                                       RequestFailed, RolloutLog, RolloutSettled, RunGroup, ScoreGroup, WorkerBlocked,
+                                       WorkerConfig, WorkerFailed, WorkerReady, decode_to_worker, encode)
+from looprl.envserver.runtime import run_group_captured, score_waiting_captured
 from looprl.envserver.streams import capture_std_streams
 from looprl.envserver.watchdog import Watchdog
 from looprl.errors import UserError
@@ -80,6 +82,20 @@ class Channel:
                 data = data[os.write(self.fd, data):]
 
 
+@dataclass
+class GroupReporter:
+    """What `BaseEnv` reports while group `group_id` runs, sent to the server as it happens."""
+
+    channel: Channel
+    group_id: str
+
+    def settled(self, result: RolloutResult, group_pending: bool) -> None:
+        self.channel.send(RolloutSettled(id=self.group_id, result=result, group_pending=group_pending))
+
+    def group_hook_started(self) -> None:
+        self.channel.send(GroupHookStarted(id=self.group_id))
+
+
 class Worker:
     def __init__(self, cfg: WorkerConfig, env: Environment, channel: Channel) -> None:
         self.cfg, self.env, self.channel = cfg, env, channel
@@ -93,31 +109,36 @@ class Worker:
     def send_record(self, rollout_id: str, record: LogRecordData) -> None:
         self.send(RolloutLog(rollout_id=rollout_id, record=record))
 
-    def send_settled(self, group_id: str, result: RolloutResult, group_pending: bool) -> None:
-        self.send(RolloutSettled(id=group_id, result=result, group_pending=group_pending))
-
     def send_blocked(self, rollout_ids: list[str], blocked_s: float, stack: str) -> None:
         self.log.bind(rollout=",".join(rollout_ids)).error(
             "env code has blocked the event loop for {:.1f} s, past the rollout timeout; stuck at:\n{}",
             blocked_s, stack)
         self.send(WorkerBlocked(rollout_ids=rollout_ids, blocked_s=blocked_s, stack=stack))
 
-    async def handle(self, message: CreateDataset | RunGroup) -> None:
+    async def handle(self, message: CreateDataset | RunGroup | ScoreGroup) -> None:
         if isinstance(message, RunGroup):
-            await self.handle_run_group(message)
+            await self.run(message.id, message.request, "group", lambda: run_group_captured(
+                self.env, message.request, self.cfg.log_limits, sink=self.send_record,
+                reporter=GroupReporter(self.channel, message.id)))
+        elif isinstance(message, ScoreGroup):
+            env = self.env
+            assert isinstance(env, BaseEnv)  # only BaseEnv reports rollouts waiting for its group hook
+            await self.run(message.id, message.request, "re-scoring of group", lambda: score_waiting_captured(
+                env, message.request, message.rollouts, self.cfg.log_limits, sink=self.send_record,
+                reporter=GroupReporter(self.channel, message.id)))
         else:
             await self.create_dataset(message)
 
-    async def handle_run_group(self, message: RunGroup) -> None:
-        request = message.request
+    async def run(self, message_id: str, request: GroupRequest, what: str,
+                  call: Callable[[], Awaitable[list[RolloutResult]]]) -> None:
+        """Run a group's env code (`call`), its rollouts watched for blocking, and send its results."""
         log = self.log.bind(rollout=",".join(request.rollout_ids))
-        log.info("group {} started: {} rollouts of example {}", request.group_id, len(request.rollout_ids),
+        log.info("{} {} started: {} rollouts of example {}", what, request.group_id, len(request.rollout_ids),
                  request.example.id)
         if request.timeout_s is not None:
             self.timeouts.update(dict.fromkeys(request.rollout_ids, request.timeout_s))
         try:
-            results = await run_group_captured(self.env, request, self.cfg.log_limits, sink=self.send_record,
-                                               reporter=partial(self.send_settled, message.id))
+            results = await call()
         finally:
             for rid in request.rollout_ids:
                 self.timeouts.pop(rid, None)
@@ -126,8 +147,8 @@ class Worker:
                 self.log.bind(rollout=r.rollout_id).warning("rollout ended {}: {}", r.termination_reason,
                                                             (r.error or "").partition("\n")[0])
         reasons = Counter(r.termination_reason for r in results)
-        log.info("group {} done: {}", request.group_id, dict(reasons))
-        self.send(GroupDone(id=message.id, results=results))
+        log.info("{} {} done: {}", what, request.group_id, dict(reasons))
+        self.send(GroupDone(id=message_id, results=results))
 
     async def create_dataset(self, message: CreateDataset) -> None:
         try:

@@ -10,7 +10,9 @@ the failure's record in the rollout's logs, the siblings, the healthy group, and
 Each hook has an env host with one worker, and its cells run there one after the other (the last
 two kill the worker); the hooks run side by side. Timeouts and time bounds scale with the wall time
 of a healthy group run just before each cell, so a loaded machine slows the clock, not the verdict.
-One more test pins what siblings still waiting for `compute_group_rewards` get when a worker dies.
+The last tests pin what rollouts still waiting for `compute_group_rewards` get when their worker
+dies: the group hook scores them on a live worker unless it had started (then it is not run again),
+and once only.
 """
 
 import asyncio
@@ -119,8 +121,18 @@ ENV = textwrap.dedent('''
                 await inject("compute_group_rewards", fault, rollouts[0].example_args)
                 if fault == "bad":
                     return [1.0]
+            logger.info("ranking %d rollouts on pid %d", len(rollouts), os.getpid())
             done.update(r.rollout_id for r in rollouts)
             return {r.rollout_id: {"rank": 1.0} for r in rollouts}
+
+    class ScoringKillsEnv(GroupEnv):
+        """Its group hook kills a worker that did not run the group's compute_reward (one scoring them again)."""
+
+        async def compute_group_rewards(self, rollouts):
+            if not scored.issuperset(r.rollout_id for r in rollouts):
+                logger.info("killing the worker that scores them again")
+                os.kill(os.getpid(), signal.SIGKILL)
+            return await super().compute_group_rewards(rollouts)
 ''')
 
 HOOKS = ("run_tool", "enter", "exit", "compute_reward", "group")
@@ -165,25 +177,6 @@ def group(server, timeout_s: float, hook: str = "", fault: str | None = None,
                         model="scripted", base_url_template=server.base_url, timeout_s=timeout_s)
 
 
-async def test_siblings_waiting_for_the_group_hook_when_their_worker_dies(tmp_path):
-    """README, "a worker's death with a `compute_group_rewards` hook": transcripts and logs kept, no rewards."""
-    env_file = tmp_path / "faulty_env.py"
-    env_file.write_text(ENV)
-    host = EnvServerHost(f"{env_file}:GroupEnv", tmp_path / "run", splits=["train"], workers=1)
-    await host.start()
-    try:
-        with ScriptedServer(reply) as server:
-            bad, *siblings = await host.submit_group(group(server, 60.0, "compute_reward", "kill"))
-    finally:
-        await host.aclose()
-    assert bad.termination_reason == "env_worker_died" and "SIGKILL" in bad.error
-    for r in siblings:
-        assert (r.termination_reason, r.rewards, len(r.messages)) == ("env_worker_died", {}, 4)
-        assert r.error.startswith("compute_group_rewards could not run: env worker 0 died (killed by SIGKILL)")
-        assert any(rec.logger == "stdout" and rec.message.startswith("tool ran") for rec in r.logs)
-        assert r.logs[-1].logger == "looprl.failure" and "compute_group_rewards could not run" in r.logs[-1].message
-
-
 async def timed(host: EnvServerHost, request: GroupRequest):
     start = time.monotonic()
     results = await host.submit_group(request)
@@ -221,7 +214,8 @@ async def run_hook(host: EnvServerHost, server: ScriptedServer, hook: str, fault
 def selected_cells(session: pytest.Session) -> dict[str, list[str]]:
     """The faults selected (e.g. with -k) for each hook, in `FAULTS` order."""
     chosen = {(item.callspec.params["hook"], item.callspec.params["fault"]) for item in session.items
-              if item.module is not None and item.module.__name__ == __name__ and hasattr(item, "callspec")}
+              if item.module is not None and item.module.__name__ == __name__
+              and getattr(item, "originalname", None) == "test_cell"}
     return {hook: [f for f in FAULTS if (hook, f) in chosen] for hook in HOOKS if any(h == hook for h, _ in chosen)}
 
 
@@ -278,3 +272,68 @@ def check_cell(hook: str, fault: str, outcome: Outcome) -> list[str]:
         if hook != "enter" and not any(rec.logger == "stdout" and rec.message.startswith("tool ran") for rec in r.logs):
             problems.append(f"a sibling's print is not in its logs: {[rec.message for rec in r.logs]}")
     return problems
+
+
+async def run_group_env(tmp_path, env_class: str, timeout_s: float, hook: str, fault: str):
+    """One faulty group of `env_class` on a host with one worker; its results and the env server's log."""
+    env_file = tmp_path / "faulty_env.py"
+    env_file.write_text(ENV)
+    host = EnvServerHost(f"{env_file}:{env_class}", tmp_path / "run", splits=["train"], workers=1,
+                         timeout_grace_s=1.0)
+    await host.start()
+    try:
+        with ScriptedServer(reply) as server:
+            results = await host.submit_group(group(server, timeout_s, hook, fault))
+    finally:
+        await host.aclose()
+    return results, (tmp_path / f"run/logs/envs/train/{env_class}/env_server.log").read_text()
+
+
+def check_scored_elsewhere(siblings) -> None:
+    """Siblings that waited for the group hook when their worker died, scored by it on a live worker."""
+    for r in siblings:
+        assert (r.termination_reason, r.rewards, len(r.messages)) == ("finished", {"correct": 1.0, "rank": 1.0}, 4)
+        messages = [(rec.logger, rec.message) for rec in r.logs]
+        assert any(name == "stdout" and m.startswith("tool ran") for name, m in messages), messages
+        [notice] = [rec for rec in r.logs if rec.logger == "looprl.failure"]
+        assert "before compute_group_rewards started: it ran on a live env worker" in notice.message
+        # the group hook's records, from the live worker, come after the notice and name these two rollouts
+        assert messages.index((notice.logger, notice.message)) < next(
+            i for i, (_, m) in enumerate(messages) if m.startswith("ranking 2 rollouts"))
+
+
+@pytest.mark.parametrize("fault", ["kill", "block"])
+async def test_siblings_waiting_for_the_group_hook_are_scored_on_a_live_worker(tmp_path, fault):
+    """README, "a worker's death with a `compute_group_rewards` hook": a member killed or blocked its worker
+    before the group hook started; the others get it, without the failed member, from a fresh worker."""
+    (bad, *siblings), _ = await run_group_env(tmp_path, "GroupEnv", 60.0 if fault == "kill" else 5.0,
+                                              "compute_reward", fault)
+    if fault == "kill":
+        assert bad.termination_reason == "env_worker_died" and "SIGKILL" in bad.error
+    else:
+        assert bad.termination_reason == "timeout" and "in blocking code" in bad.error
+    assert bad.rewards == {} and bad.logs[-1].logger == "looprl.failure"
+    check_scored_elsewhere(siblings)
+
+
+async def test_a_group_hook_that_kills_its_worker_is_not_run_again(tmp_path):
+    results, server_log = await run_group_env(tmp_path, "GroupEnv", 60.0, "group", "kill")
+    for r in results:
+        assert (r.termination_reason, r.rewards, len(r.messages)) == ("env_worker_died", {}, 4)
+        assert r.error.startswith("compute_group_rewards was running when env worker 0 died (killed by SIGKILL)")
+        assert "it is not run again" in r.error
+        assert sum(rec.message == "injecting kill into compute_group_rewards" for rec in r.logs) == 1
+        assert r.logs[-1].logger == "looprl.failure" and "it is not run again" in r.logs[-1].message
+    assert server_log.count("respawning worker") == 1 and "scoring them on a live worker" not in server_log
+
+
+async def test_a_worker_that_dies_scoring_waiting_rollouts_ends_them_once(tmp_path):
+    (bad, *siblings), server_log = await run_group_env(tmp_path, "ScoringKillsEnv", 60.0, "compute_reward", "kill")
+    assert bad.termination_reason == "env_worker_died"
+    for r in siblings:
+        assert (r.termination_reason, r.rewards, len(r.messages)) == ("env_worker_died", {}, 4)
+        assert r.error.startswith("compute_group_rewards was running when env worker 0 died (killed by SIGKILL)")
+        messages = [rec.message for rec in r.logs]
+        assert any("it ran on a live env worker" in m for m in messages), messages
+        assert "killing the worker that scores them again" in messages
+    assert server_log.count("respawning worker") == 2

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from looprl.inference.backends import engine_process
 from looprl.inference.process import EngineProcess
-from looprl.launch.config import InferenceConfig
+from looprl.config import InferenceConfig
 from looprl.models import DEFAULT_MODEL, load_model_and_tokenizer
 
 TOPICS = ["the sea", "a lighthouse", "coffee", "trains", "a lost key", "winter", "a robot", "the moon",

@@ -2,8 +2,10 @@
 
 Builds (once, cached under /tmp) an `rl` run store of 100k rollouts and 1M log records with bulk SQL
 inserts, serves it with `looprl.inspector` on a loopback port, and prints p50/p95 latency of the main
-API calls and HTML pages: the rollout list, a filtered list, a search, a rollout page, the metrics.
-The target is p95 under 150 ms for the list, the filtered list, the search and the rollout page.
+API calls and HTML pages: the rollout list, a filtered list, a search (and its match snippets), a
+rollout page (detail, reward arithmetic, siblings' replies), the token view, an example's history,
+the metrics. The target is p95 under 150 ms for the list, the filtered list, the search, the rollout
+page and the token view.
 
     .venv/bin/python bench/inspector.py [--rollouts 100000] [--logs-per-rollout 10] [--rebuild]
 """
@@ -24,7 +26,7 @@ from typing import Any, Iterator
 import httpx
 import uvicorn
 
-from looprl.store.paths import db_path
+from looprl.paths import db_path
 from looprl.store.schema import SCHEMA, SCHEMA_VERSION
 
 GROUP_SIZE = 8
@@ -73,8 +75,12 @@ def _rollout_rows(rng: random.Random, n: int, logs_per_rollout: int) -> Iterator
                     logs.append((i, rid, started + duration * k / max(1, n_logs), level, name, rng.choice(LOGGERS),
                                  f"step {k}: checked {rng.choice(WORDS)} {rng.choice(WORDS)} -> {rng.random():.3f}",
                                  "env.py", 40 + k, "compute_reward", exc))
-                calls = [(i, rid, c, started + c, 0.2 + rng.random(), 200, "stop" if c else "tool_calls",
-                          150 + 40 * c, 20 + rng.randint(0, 60)) for c in range(2)]
+                calls = []
+                for c in range(2):
+                    completion = [rng.randint(0, 49151) for _ in range(20 + rng.randint(0, 60))]
+                    calls.append((i, rid, c, started + c, 0.2 + rng.random(), 200, "stop" if c else "tool_calls",
+                                  150 + 40 * c, len(completion), json.dumps([rng.randint(0, 49151) for _ in range(150 + 40 * c)]),
+                                  json.dumps(completion), json.dumps([round(-rng.expovariate(2.0), 4) for _ in completion])))
                 reward = None if failed else sum(rewards.values())
                 row = (rid, "bench", step, split, "bench_env", f"ex{rng.randint(0, 5000)}", gid, reason,
                        f"{reason}: simulated failure" if failed else None, json.dumps(rewards), reward,
@@ -111,7 +117,8 @@ def build_store(run_dir: Path, n: int, logs_per_rollout: int) -> None:
                 [row for row, _, _ in batch])
             conn.executemany(
                 "INSERT INTO model_calls (run_id, rollout_id, idx, started_at, latency_s, status, finish_reason, "
-                "prompt_tokens, completion_tokens) VALUES ('bench', ?, ?, ?, ?, ?, ?, ?, ?)",
+                "prompt_tokens, completion_tokens, prompt_token_ids, completion_token_ids, completion_logprobs) "
+                "VALUES ('bench', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [c[1:] for _, calls, _ in batch for c in calls])
             conn.executemany(
                 "INSERT INTO rollout_logs (run_id, rollout_id, time, level, level_name, logger, message, pathname, "
@@ -191,7 +198,14 @@ def main() -> None:
         "search (rare word)": [f"{api}/rollouts?q={w}&limit=50" for w in ("kaloqu", "zovifle", "brimisa")],
         "search (rare word) + split": [f"{api}/rollouts?split=train&q=teduho&limit=50"],
         "rollout detail API": [f"{api}/rollouts/{rid}" for rid in rollout_ids],
+        "search snippets (50 rows)": [f"{api}/snippets?q={w}&" + "&".join(f"ids={rid}" for rid in rollout_ids[:50])
+                                      for w in ("kaloqu", "step 3")],
         "rollout page HTML": [f"/runs/{run_dir.name}/rollouts/{rid}" for rid in rollout_ids],
+        "reward arithmetic API": [f"{api}/rollouts/{rid}/explain" for rid in rollout_ids],
+        "siblings' replies API": [f"{api}/rollouts/{rid}/replies" for rid in rollout_ids],
+        "token view API": [f"{api}/rollouts/{rid}/tokens" for rid in rollout_ids],
+        "example history API": [f"{api}/examples/ex{rng.randint(0, 5000)}/history" for _ in range(5)],
+        "reward histogram API": [f"{api}/reward_histogram?split=train"],
         "run page HTML": [f"/runs/{run_dir.name}"],
         "metrics API": [f"{api}/metrics"],
         "runs API": ["/api/runs"],

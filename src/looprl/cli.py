@@ -2,25 +2,32 @@
 
 A thin dispatcher: each subcommand lives in the package that owns it and is imported only when it
 runs, so `looprl --help` stays instant (no torch import). A `UserError` anywhere becomes a one-line
-message and exit status 2.
+message and exit status 2; a reader that stops early (`looprl rollouts RUN --json | head`) ends
+the command quietly with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from looprl.errors import UserError
 
+BROKEN_PIPE_STATUS = 1
+"""Exit status when stdout's reader went away: what rich's consoles and the Python docs' recipe use."""
+
 # subcommand -> module exposing `add_arguments(parser)` and `run(args) -> int`
 COMMANDS: dict[str, tuple[str, str]] = {
     "rl": ("looprl.launch.rl_command", "a whole training run: inference, env servers, orchestrator, trainer"),
-    "eval": ("looprl.orchestrator.eval_command", "rollouts of an environment against a model, recorded to a run dir"),
-    "validate": ("looprl.orchestrator.validate_command", "check an environment against the contract"),
-    "rollouts": ("looprl.store.rollouts_command", "a run's rollouts as a table or JSON lines"),
-    "logs": ("looprl.store.logs_command", "a rollout's (or a run's) log records"),
-    "metrics": ("looprl.store.metrics_command", "a run's per-step training metrics"),
+    "eval": ("looprl.commands.eval", "rollouts of an environment against a model, recorded to a run dir"),
+    "validate": ("looprl.commands.validate", "check an environment against the contract"),
+    "rollouts": ("looprl.commands.rollouts", "a run's rollouts as a table or JSON lines"),
+    "logs": ("looprl.commands.logs", "a rollout's (or a run's) log records"),
+    "metrics": ("looprl.commands.metrics", "a run's per-step training metrics"),
+    "rescore": ("looprl.commands.rescore", "re-run an (edited) env's reward code on a run's stored rollouts"),
+    "replay": ("looprl.commands.replay", "re-run one stored rollout with the model's recorded replies"),
     "inspect": ("looprl.inspector.command", "the rollout inspector web UI"),
     "inference": ("looprl.inference.command", "the embedded OpenAI-compatible inference engine"),
 }
@@ -47,7 +54,15 @@ def main(argv: list[str] | None = None) -> int:
     module.add_arguments(parsers[name])
     args = parser.parse_args(argv)
     try:
-        return int(module.run(args) or 0)
+        status = int(module.run(args) or 0)
+        sys.stdout.flush()  # a closed pipe raises here, not at interpreter exit where it can't be caught
+        return status
+    except BrokenPipeError:
+        # the reader is gone: point stdout at devnull so the interpreter's final flush stays silent
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return BROKEN_PIPE_STATUS
     except UserError as e:
         print(f"looprl {name}: error: {e}", file=sys.stderr)
         return 2

@@ -34,27 +34,40 @@ class Served(str):
     run_dir: Path
 
 
-@pytest.fixture(scope="module")
-def base_url(tmp_path_factory):
+def serve(run_dirs: list[Path]):
     import uvicorn
 
     from looprl.inspector.app import create_app
 
-    run_dir = build_store(tmp_path_factory.mktemp("runs") / "toy-run")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app([run_dir]), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(run_dirs), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.time() + 20
     while not server.started and time.time() < deadline:
         time.sleep(0.05)
     served = Served(f"http://127.0.0.1:{port}")
-    served.run_dir = run_dir
+    served.run_dir = run_dirs[0]
     yield served
     server.should_exit = True
     thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory):
+    yield from serve([build_store(tmp_path_factory.mktemp("runs") / "toy-run")])
+
+
+@pytest.fixture(scope="module")
+def real_url(tmp_path_factory):
+    """A real `looprl rl` run (3 steps on a tiny random-weight model) beside the toy store."""
+    from tests.integration.test_rl_cli import config, looprl
+
+    tmp = tmp_path_factory.mktemp("real")
+    looprl("rl", "@", str(config(tmp)))
+    yield from serve([tmp / "run", build_store(tmp / "toy-run", status="completed")])
 
 
 @pytest.fixture(scope="module")
@@ -65,13 +78,25 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def page(browser, base_url):
-    context = browser.new_context(base_url=base_url, viewport={"width": 1440, "height": 1000})
+def new_page(browser, url):
+    context = browser.new_context(base_url=url, viewport={"width": 1440, "height": 1000})
     page = context.new_page()
     page.dialogs = []
     page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
     page.set_default_timeout(10_000)
+    return context, page
+
+
+@pytest.fixture
+def page(browser, base_url):
+    context, page = new_page(browser, base_url)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def real_page(browser, real_url):
+    context, page = new_page(browser, real_url)
     yield page
     context.close()
 
@@ -93,7 +118,15 @@ def test_run_page_tabs_filters_and_search(page):
     expect = sync_api.expect
     expect(page.locator(".tab.active")).to_contain_text("Train")
     expect(rows(page)).to_have_count(8)
-    expect(page.locator("figure.plot")).to_have_count(4)  # reward (+components), loss, entropy, lr
+    # the rollout table comes first, above the fold; the plots follow in collapsible groups
+    assert rows(page).first.bounding_box()["y"] < 1000
+    expect(page.locator("details.plot-group[data-group=reward][open] figure.plot")).to_have_count(3)  # reward, reward/correct, histogram
+    expect(page.locator("details.plot-group[data-group=reward] figure.plot .axis-label").first).to_have_text("step")
+    training = page.locator("details.plot-group[data-group=training]")
+    expect(training).not_to_have_attribute("open", "")
+    training.locator("summary").click()
+    expect(training.locator("figure.plot")).to_have_count(2)  # loss, entropy
+    expect(training.locator(".constant")).to_contain_text("lr = 1.00e-6")  # constant: one value, not a plot
     expect(page.locator("td.zero-filled").first).to_be_visible()  # train-0-1 lacks `format`
     shot(page, "run-train")
 
@@ -112,6 +145,8 @@ def test_run_page_tabs_filters_and_search(page):
     page.fill("input[name=q]", "needle")
     expect(rows(page)).to_have_count(1)
     expect(rows(page).first).to_have_attribute("data-id", "train-1-4")
+    expect(page.locator(".snippet-row mark")).to_have_text("needle")  # why it matched
+    expect(page.locator(".snippet-row")).to_contain_text("message #2 (user)")
     assert "q=needle" in page.url  # filters live in the URL
     page.fill("input[name=q]", "unique-log-marker")  # a log record's text
     expect(rows(page)).to_have_count(1)
@@ -170,6 +205,106 @@ def test_markup_in_store_strings_stays_text(page):
     expect(rows(page)).to_have_count(1)
     assert page.locator("img").count() == 0 and page.locator("main script").count() == 0
     assert page.dialogs == []
+
+
+def test_token_view_of_a_real_run(real_page):
+    import sqlite3
+
+    expect = sync_api.expect
+    page = real_page
+    run_dir = Path(page.request.get("/api/runs/run").json()["run_dir"])
+    with sqlite3.connect(run_dir / "looprl.db") as db:
+        trained = db.execute("SELECT rollout_id FROM rollouts WHERE split='train' AND advantage IS NOT NULL LIMIT 1").fetchone()[0]
+        untrained = db.execute("SELECT rollout_id FROM rollouts WHERE split='eval' LIMIT 1").fetchone()[0]
+    page.goto(f"/runs/run/rollouts/{trained}")
+    expect(page.locator(".reward-card")).to_be_visible()
+    page.keyboard.press("t")
+    expect(page.locator(".token-call")).to_have_count(1, timeout=60_000)  # the first view loads the tokenizer
+    tokens = page.locator(".token-call .tok")
+    expect(tokens).to_have_count(6)  # max_tokens = 6
+    expect(tokens.first).to_have_class(re.compile(r"\btrained\b"))
+    assert "sampler logprob" in tokens.first.get_attribute("title")
+    assert not tokens.first.evaluate("el => el.classList.contains('ids')")  # decoded with the run's tokenizer
+    expect(page.locator("[data-part=trained]")).to_contain_text("trained with advantage")
+    expect(page.locator("[data-part=trainer]")).to_have_text("Trainer logprobs not recorded for this run.")
+    page.locator(".token-details summary").click()
+    expect(page.locator(".token-table tbody tr")).to_have_count(6)
+    shot(page, "tokens")
+    page.goto(f"/runs/run/rollouts/{untrained}#tokens")
+    expect(page.locator(".token-call .tok.untrained").first).to_be_visible()
+    expect(page.locator("[data-part=trained]")).to_contain_text("never trained")
+
+
+def test_two_runs_compared(real_page):
+    expect = sync_api.expect
+    page = real_page
+    page.goto("/")
+    page.get_by_label("compare run", exact=True).check()
+    page.get_by_label("compare toy-run").check()
+    chart = page.locator(".compare-runs figure.plot")
+    expect(chart.locator(".legend-item")).to_have_count(4)  # each run's train and eval reward
+    assert "compare=run,toy-run" in page.url
+    page.goto("/runs/run")
+    shot(page, "run")
+
+
+def test_reward_arithmetic_and_group_baseline(page):
+    expect = sync_api.expect
+    page.goto("/runs/toy-run/rollouts/train-0-1")
+    card = page.locator(".reward-card")
+    expect(card.locator("tr[data-component=correct]")).to_contain_text("× 1")
+    expect(card.locator("tr[data-component=format]")).to_contain_text("zero-filled")
+    expect(card.locator("[data-part=total]")).to_have_text("0")
+    baseline = card.locator("[data-part=baseline]")
+    expect(baseline).to_contain_text("mean of 2 counted rewards = 0.75")  # siblings: 1.5 and 0
+    expect(baseline).to_contain_text("advantage = reward − mean = 0 − 0.75 = -0.75")
+    page.goto("/runs/toy-run/rollouts/eval-2-0")
+    expect(page.locator(".reward-card")).to_be_visible()
+    assert page.locator("[data-part=baseline]").count() == 0  # eval rollouts have no advantage
+
+
+def test_siblings_show_replies_and_compare_by_keyboard(page):
+    expect = sync_api.expect
+    page.goto("/runs/toy-run/rollouts/train-0-0")
+    expect(page.locator(".sib .sib-reply").first).to_have_text("“The answer is 4.”")
+    page.keyboard.press("c")  # the compare view, by keyboard
+    expect(page.locator(".tab.active")).to_contain_text("Compare")
+    expect(page.locator(".compare-select")).to_have_value("train-0-1")
+    expect(page.locator(".compare-row")).to_have_count(5)
+    page.goto("/runs/toy-run/rollouts/train-0-3")
+    page.locator(".sib[data-id=train-0-2] .sib-compare").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator(".compare-select")).to_have_value("train-0-2")
+    expect(page.locator(".compare-row:not(.same) mark.diff").first).to_be_visible()  # the user messages differ
+    shot(page, "compare")
+
+
+def test_example_history_links_to_its_rollouts(page):
+    expect = sync_api.expect
+    page.goto("/runs/toy-run/rollouts/train-1-4")
+    table = page.locator(".history-table")
+    expect(table.locator("tbody tr")).to_have_count(4)  # ex0: train at steps 0, 1, 2 and eval at step 2
+    page.locator(".history-table a.hist-link", has_text="train-0-").first.click()
+    page.wait_for_url("**/rollouts/train-0-0")
+
+
+def test_token_view_without_token_ids(page):
+    expect = sync_api.expect
+    page.goto("/runs/toy-run/rollouts/train-0-0#tokens")
+    expect(page.locator(".token-call")).to_have_count(2)
+    expect(page.locator("[data-part=trainer]")).to_have_text("Trainer logprobs not recorded for this run.")
+
+
+def test_runs_compared_and_error_pages(page):
+    expect = sync_api.expect
+    page.goto("/runs/nope")
+    expect(page.locator("h1")).to_contain_text("404")
+    page.get_by_role("link", name="All runs").click()
+    page.wait_for_url(re.compile(r".*/$"))
+    page.goto("/runs/toy-run/rollouts/nope")
+    expect(page.locator(".error-page")).to_contain_text("no rollout 'nope'")
+    page.get_by_role("link", name="Back to run toy-run").click()
+    page.wait_for_url("**/runs/toy-run")
 
 
 def test_a_run_being_written_updates_without_a_reload(page, base_url):

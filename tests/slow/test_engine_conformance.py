@@ -16,14 +16,14 @@ import torch
 from safetensors.torch import save_file
 
 from looprl.inference.backends import engine_process
-from looprl.launch.config import InferenceConfig
+from looprl.config import InferenceConfig
 from looprl.models import DEFAULT_MODEL, load_model_and_tokenizer, resolve_model
-from looprl.orchestrator.samples import build_samples, extends
+from looprl.orchestrator.training_samples import build_samples, extends
 from looprl.store.records import ModelCall
 from looprl.trainer.broadcast import broadcast_weights
 from looprl.trainer.config import LoraConfig
 from looprl.trainer.loss.kl import token_kl
-from looprl.trainer.lora import add_lora, servable
+from looprl.trainer.lora import add_lora
 
 pytestmark = pytest.mark.slow
 LORA_RANK = 8
@@ -183,7 +183,7 @@ def test_lora_load_and_unload(engine, reference, tmp_path):
             if "lora_B" in name:
                 p.normal_(0, 0.02)
     before = greedy_logprobs(engine)
-    target = broadcast_weights(tmp_path, 3, servable(policy, adapters_only=engine.backend == "vllm"))
+    target = broadcast_weights(tmp_path, 3, policy, adapter_only=engine.backend == "vllm")
     loaded = update(engine, target, 3)
     adapter = loaded["model"]
     assert adapter == (f"{DEFAULT_MODEL}-step-3" if engine.backend == "vllm" else DEFAULT_MODEL)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from looprl.config import SamplingParams
 from looprl.envs.environment import Environment
 from looprl.envs.types import Example, RolloutResult
 from looprl.envserver.thread_host import ThreadEnvHost
 from looprl.gateway.app import Gateway
-from looprl.gateway.sampling import SamplingParams
-from looprl.orchestrator.groups import run_group
+from looprl.session.groups import rollout_group
 from looprl.store.records import ModelCall
 from tests.support.scripted_server import ScriptedServer
 
@@ -29,6 +29,6 @@ async def run_groups(env: Environment, server: ScriptedServer, examples: list[Ex
     try:
         async with gateway.serve() as url:
             return list(await asyncio.gather(*(
-                run_group(host, gateway, url, ex, "train", group_size, "scripted", timeout_s) for ex in examples)))
+                rollout_group(host, gateway, url, ex, "train", group_size, "scripted", timeout_s) for ex in examples)))
     finally:
         await host.aclose()

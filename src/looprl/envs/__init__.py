@@ -1,6 +1,11 @@
-"""The environment SDK: what users write environments against (seeds/001).
+"""The environment SDK: what users write environments against (seeds/001), and nothing else.
 
     from looprl.envs import BaseEnv, BaseRollout, DatasetSplit, JsonlDataset, Tool
+    from looprl.envs.logging import rollout_context, group_context
+
+It imports only the standard library, pydantic, openai/httpx and `looprl.errors`: the runtime that
+runs environments (`looprl.envserver`) imports it, never the other way round. Modules named `_*`
+implement `BaseEnv`'s model/tool loop and are not part of the contract.
 """
 
 from looprl.envs.base_env import BaseEnv

@@ -1,14 +1,14 @@
 """`EnvServerHost`: an environment served by worker processes, one env server per split.
 
 The process-isolated counterpart of `ThreadEnvHost`, with the same `start` / `create_dataset` /
-`run_group` / `aclose` methods, so the orchestrator can use either (`looprl.orchestrator.groups.EnvHost`).
+`submit_group` / `aclose` methods, so the orchestrator can use either (`looprl.session.groups.EnvHost`).
 It takes the env as a spec string (workers load it themselves) and writes the env logs of the run
 directory: `logs/envs/{split}/{env_name}/env_server.log` and `env_worker_{id}.log`.
 
     host = EnvServerHost("examples/arithmetic/env.py:ArithmeticEnv", run_dir, splits=("train", "eval"), workers=4)
     await host.start()
     dataset = await host.create_dataset("train", base_dir, max_examples=None)
-    results = await host.run_group(request)   # routed to the server of request.split
+    results = await host.submit_group(request)   # routed to the server of request.split
     await host.aclose()
 """
 
@@ -20,12 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from looprl.envs.dataset import Dataset
-from looprl.envs.loading import env_name
-from looprl.envs.logging import LogLimits
 from looprl.envs.types import DatasetSplit, GroupRequest, RolloutResult
+from looprl.envserver.capture import LogLimits
 from looprl.envserver.server import EnvServer
 from looprl.errors import UserError
-from looprl.store.paths import env_log_dir
 
 
 class EnvServerHost:
@@ -33,9 +31,8 @@ class EnvServerHost:
                  splits: Sequence[DatasetSplit] = ("train", "eval"), workers: int = 1, env_level: str = "INFO",
                  log_limits: LogLimits | None = None, json_logging: bool = False,
                  timeout_grace_s: float = 5.0) -> None:
-        name = env_name(env)
         self.servers: dict[str, EnvServer] = {
-            split: EnvServer(env, split, env_log_dir(run_dir, split, name), env_args=env_args, workers=workers,
+            split: EnvServer(env, split, run_dir, env_args=env_args, workers=workers,
                              env_level=env_level, log_limits=log_limits, json_logging=json_logging,
                              timeout_grace_s=timeout_grace_s)
             for split in dict.fromkeys(splits)}
@@ -57,8 +54,8 @@ class EnvServerHost:
         examples = await self._server(split).create_dataset(base_dir, max_examples)
         return Dataset(examples, source=f"{split} dataset")
 
-    async def run_group(self, request: GroupRequest) -> list[RolloutResult]:
-        return await self._server(request.split).run_group(request)
+    async def submit_group(self, request: GroupRequest) -> list[RolloutResult]:
+        return await self._server(request.split).dispatch_group(request)
 
     async def aclose(self) -> None:
         await asyncio.gather(*(s.aclose() for s in self.servers.values()))

@@ -14,12 +14,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from looprl.envs._model_client import aclose_pool
 from looprl.envs.dataset import Dataset
 from looprl.envs.environment import Environment
-from looprl.envs.logging import LogLimits, install_capture
-from looprl.envs.model_client import aclose_pool
-from looprl.envs.runtime import run_group_captured
 from looprl.envs.types import DatasetSplit, GroupRequest, RolloutResult
+from looprl.envserver.capture import LogLimits, install_capture
+from looprl.envserver.runtime import run_group_captured
 
 T = TypeVar("T")
 
@@ -53,7 +53,7 @@ class ThreadEnvHost:
         env = self.env
         return await self._call(lambda: env.create_dataset(split, base_dir, max_examples=max_examples))
 
-    async def run_group(self, request: GroupRequest) -> list[RolloutResult]:
+    async def submit_group(self, request: GroupRequest) -> list[RolloutResult]:
         assert self.env is not None
         env = self.env
         return await self._call(lambda: run_group_captured(env, request, self._limits))

@@ -34,8 +34,9 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from looprl.config import SamplingParams
 from looprl.gateway.recording import record_call
-from looprl.gateway.sampling import SamplingParams, apply_sampling
+from looprl.gateway.sampling_params import apply_sampling
 from looprl.store.records import ModelCall
 from looprl.utils.logger import get_logger
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from looprl.inference.process import EngineProcess
 
 if TYPE_CHECKING:
-    from looprl.launch.config import InferenceConfig
+    from looprl.config import InferenceConfig
 
 
 def engine_process(cfg: InferenceConfig, model: str, log_path: Path | None = None, *, lora_rank: int | None = None,
@@ -31,4 +31,4 @@ def engine_process(cfg: InferenceConfig, model: str, log_path: Path | None = Non
 
     return VllmProcess(str(resolve_model(model)), python=vllm_python(cfg.vllm_python), served_model_name=model,
                        log_path=log_path, host=host, port=port, tool_call_parser=cfg.tool_call_parser, lora_rank=lora_rank,
-                       gpu_ids=cfg.gpu_ids, vllm_args=["--max-num-seqs", str(cfg.max_batch_size), *cfg.vllm_args])
+                       vllm_args=["--max-num-seqs", str(cfg.max_batch_size), *cfg.vllm_args])

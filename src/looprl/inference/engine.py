@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from looprl.inference.batch import DecodeBatch, prefill
-from looprl.inference.sampling import LogprobsMode, SamplingParams, sample
+from looprl.inference.token_sampling import LogprobsMode, SamplingParams, sample
 from looprl.inference.weights import WeightUpdate
 from looprl.utils.logger import get_logger
 

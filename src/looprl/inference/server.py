@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException
 from looprl.inference import protocol as p
 from looprl.inference.chat import ChatFormatError, parse_tool_calls, render_prompt
 from looprl.inference.engine import Completion, Engine
-from looprl.inference.sampling import SamplingParams
+from looprl.inference.token_sampling import SamplingParams
 from looprl.inference.weights import WeightsError, load_update
 
 

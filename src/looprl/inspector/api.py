@@ -12,8 +12,8 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from looprl.inspector.catalog import RunCatalog, RunRef
 from looprl.errors import UserError
-from looprl.inspector.models import RolloutDetail, RolloutPage, RunMetrics, RunSummary, SplitStats, StepMetrics
-from looprl.inspector.zerofill import ZeroFill
+from looprl.inspector.models import (RolloutDetail, RolloutPage, RolloutRow, RunMetrics, RunSummary, SplitStats,
+                                     StepMetrics)
 from looprl.store.reader import SORT_COLUMNS, RolloutFilter, RunStoreReader
 from looprl.store.records import RolloutRecord, RunInfo
 
@@ -25,10 +25,6 @@ assert set(SortKey.__args__) == set(SORT_COLUMNS)  # type: ignore[attr-defined]
 
 def catalog(request: Request) -> RunCatalog:
     return request.app.state.catalog
-
-
-def zero_fill(request: Request) -> ZeroFill:
-    return request.app.state.zero_fill
 
 
 def run_ref(run_id: str, runs: RunCatalog = Depends(catalog)) -> RunRef:
@@ -78,33 +74,28 @@ def get_run(ref: RunRef = Depends(run_ref)) -> RunSummary:
 
 
 @router.get("/runs/{run_id}/rollouts", response_model=RolloutPage)
-def list_rollouts(ref: RunRef = Depends(run_ref), f: RolloutFilter = Depends(rollout_filter),
-                  zf: ZeroFill = Depends(zero_fill)) -> RolloutPage:
+def list_rollouts(ref: RunRef = Depends(run_ref), f: RolloutFilter = Depends(rollout_filter)) -> RolloutPage:
     with ref.source.reader() as r:
         records, total = r.list_rollout_rows(ref.run_id, f)
-        rows = zf.rows(r, ref, records)
+    rows = _rows(records)
     components = sorted({c for row in rows for c in [*row.rewards, *row.zero_filled]})
     return RolloutPage(rows=rows, total=total, limit=f.limit, offset=f.offset, components=components)
 
 
 @router.get("/runs/{run_id}/rollouts/{rollout_id}", response_model=RolloutDetail)
-def get_rollout(rollout_id: str, ref: RunRef = Depends(run_ref), f: RolloutFilter = Depends(rollout_filter),
-                zf: ZeroFill = Depends(zero_fill)) -> RolloutDetail:
+def get_rollout(rollout_id: str, ref: RunRef = Depends(run_ref),
+                f: RolloutFilter = Depends(rollout_filter)) -> RolloutDetail:
     """One rollout in full; `prev_id`/`next_id` follow the list the same filters and sort select."""
     with ref.source.reader() as r:
         record = _rollout(r, ref, rollout_id)
-        siblings = zf.rows(r, ref, r.sibling_rows(record.group_id))
+        siblings = _rows(r.sibling_rows(record.group_id))
         prev_id, next_id = r.neighbours(ref.run_id, rollout_id, f)
-        row = zf.rows(r, ref, [record])[0]
-    return RolloutDetail(
-        **row.model_dump(), run=ref.id, env_name=record.env_name, messages=record.messages,
-        example_args=record.example_args, model_calls=record.model_calls, logs=record.logs,
-        logs_dropped=record.logs_dropped, logs_truncated=record.logs_truncated, siblings=siblings,
-        sibling_ids=[s.rollout_id for s in siblings], prev_id=prev_id, next_id=next_id)
+    return RolloutDetail(**dict(record), run=ref.id, siblings=siblings, sibling_ids=[s.rollout_id for s in siblings],
+                         prev_id=prev_id, next_id=next_id)
 
 
 @router.get("/runs/{run_id}/metrics", response_model=RunMetrics)
-def get_metrics(ref: RunRef = Depends(run_ref), zf: ZeroFill = Depends(zero_fill)) -> RunMetrics:
+def get_metrics(ref: RunRef = Depends(run_ref)) -> RunMetrics:
     """Step metrics (numeric ones) and, per split, termination reasons and per-step reward means."""
     with ref.source.reader() as r:
         raw = r.steps(ref.run_id)
@@ -114,10 +105,14 @@ def get_metrics(ref: RunRef = Depends(run_ref), zf: ZeroFill = Depends(zero_fill
         splits = {}
         for split, count in r.rollout_counts(ref.run_id).items():
             # training steps already carry reward means; per-step stats from rollouts otherwise
-            by_step = [] if split == "train" and steps else zf.step_rewards(r, ref, split, count)
+            by_step = [] if split == "train" and steps else r.step_rewards(ref.run_id, split)
             splits[split] = SplitStats(rollouts=count, termination_reasons=r.termination_reasons(ref.run_id, split),
                                        by_step=by_step)
     return RunMetrics(steps=steps, keys=keys, splits=splits)
+
+
+def _rows(records: list[RolloutRecord]) -> list[RolloutRow]:
+    return [RolloutRow(**dict(rec)) for rec in records]
 
 
 def _rollout(r: RunStoreReader, ref: RunRef, rollout_id: str) -> RolloutRecord:

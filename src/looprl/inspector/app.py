@@ -12,11 +12,13 @@ from typing import AsyncIterator
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from looprl.inspector import api, pages
+from looprl.inspector import api, explain, pages
 from looprl.inspector.catalog import RunCatalog
+from looprl.inspector.explain import HistogramCache
 from looprl.inspector.security import SecurityMiddleware
-from looprl.inspector.zerofill import ZeroFill
+from looprl.inspector.tokens import TokenDecoder
 
 
 def create_app(run_dirs: list[Path], token: str | None = None) -> FastAPI:
@@ -30,9 +32,12 @@ def create_app(run_dirs: list[Path], token: str | None = None) -> FastAPI:
 
     app = FastAPI(title="looprl inspector", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.catalog = catalog
-    app.state.zero_fill = ZeroFill()
+    app.state.token_decoder = TokenDecoder()
+    app.state.histograms = HistogramCache()
     app.add_middleware(SecurityMiddleware, token=token)
     app.mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static")
     app.include_router(api.router)
+    app.include_router(explain.router)
     app.include_router(pages.router)
+    app.add_exception_handler(StarletteHTTPException, pages.error_page)
     return app

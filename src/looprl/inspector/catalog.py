@@ -5,18 +5,21 @@ directory's name (`runs/demo-eval` -> `demo-eval`, a second `other/demo-eval` ->
 directory holding several runs names its later ones `{dir}~{run_id}`. Runs are listed afresh on every
 request, so runs started after the inspector appear without a restart.
 
-A reader's SQLite connection is shared by the server's worker threads, so every use holds its lock.
+A reader's SQLite connection is shared by the server's worker threads, so every use holds its lock; the
+inspector's own queries (`looprl.inspector.queries`) get a second read-only connection the same way.
 """
 
 from __future__ import annotations
 
 import re
+import sqlite3
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from looprl.paths import db_path
 from looprl.store.reader import RunStoreReader
 from looprl.store.records import RunInfo
 
@@ -38,11 +41,21 @@ class RunSource:
         self.slug = slug
         self._reader = RunStoreReader(self.run_dir)
         self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
 
     @contextmanager
     def reader(self) -> Iterator[RunStoreReader]:
         with self._lock:
             yield self._reader
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection to the store (opened on first use), held under the source's lock."""
+        with self._lock:
+            if self._conn is None:
+                self._conn = sqlite3.connect(f"file:{db_path(self.run_dir)}?mode=ro", uri=True, check_same_thread=False)
+                self._conn.execute("PRAGMA busy_timeout=10000")
+            yield self._conn
 
     def runs(self) -> list[tuple[str, RunInfo]]:
         """`(inspector id, run)` for every run in the store, oldest first."""
@@ -53,6 +66,8 @@ class RunSource:
     def close(self) -> None:
         with self._lock:
             self._reader.close()
+            if self._conn is not None:
+                self._conn.close()
 
 
 class RunCatalog:

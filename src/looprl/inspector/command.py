@@ -1,13 +1,17 @@
 """`looprl inspect RUN_DIR [RUN_DIR ...]`: serve the rollout inspector for one or more run directories.
 
 Binds 127.0.0.1 by default. Any other address exposes transcripts and logs to the network, so it needs
-an access token (`--token` or `LOOPRL_INSPECTOR_TOKEN`): without one the command exits at once.
+an access token (`--token` or `LOOPRL_INSPECTOR_TOKEN`): without one the command exits at once. The
+port is bound before anything is printed, so a busy port is a one-line error, not a banner followed
+by a server's traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import socket
 from pathlib import Path
 
 from looprl.errors import UserError
@@ -36,8 +40,21 @@ def run(args: argparse.Namespace) -> int:
     from looprl.inspector.app import create_app
 
     app = create_app(args.run_dirs, token=args.token)
+    sock = listen(args.host, args.port)
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{args.port}/"
     print(f"looprl inspector on {url}" + (f"?token={args.token}" if args.token else "") + "  (Ctrl+C to stop)", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    with sock:
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
     return 0
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to `host:port`, or a `UserError` saying why it can't be."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise UserError(f"port {port} on {host} is in use; pass --port") from None
+        raise UserError(f"cannot listen on {host} port {port}: {e.strerror or e}") from None

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from looprl.envs.types import LogRecordData
-from looprl.store.records import ModelCall
+from looprl.store.records import ModelCall, RolloutRecord
 
 
 class RunSummary(BaseModel):
@@ -40,30 +40,19 @@ class RunSummary(BaseModel):
     summary: dict[str, Any] = Field(default_factory=dict)
 
 
-class RolloutRow(BaseModel):
-    """A rollout as a row of the rollout table (no transcript)."""
+class RolloutRow(RolloutRecord):
+    """A rollout as a row of the rollout table: the stored record, so every stored column reaches the
+    API (`zero_filled`: the components it counted as 0), less what the table does not show."""
 
-    rollout_id: str
-    step: int
-    split: str
-    example_id: str
-    group_id: str
-    termination_reason: str
-    error: str | None = None
-    rewards: dict[str, float]
-    """Components as the env emitted them."""
-    zero_filled: list[str]
-    """Components other rollouts of the same scope emitted and this one lacks (counted as 0)."""
-    reward: float | None = None
-    advantage: float | None = None
-    turns: int
-    tool_calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    started_at: float
-    duration_s: float
-    log_count: int
-    max_log_level: int
+    run_id: str = Field(exclude=True)
+    env_name: str = Field(exclude=True)
+    finished_at: float = Field(exclude=True)
+    messages: list[dict[str, Any]] = Field(exclude=True)
+    example_args: dict[str, Any] = Field(default_factory=dict, exclude=True)
+    logs: list[LogRecordData] = Field(default_factory=list, exclude=True)
+    logs_dropped: int = Field(0, exclude=True)
+    logs_truncated: int = Field(0, exclude=True)
+    model_calls: list[ModelCall] = Field(default_factory=list, exclude=True)
 
 
 class RolloutPage(BaseModel):

@@ -19,7 +19,7 @@ def main() -> int:
     parser.add_argument("--model-name", help="the name the engine serves (default: model.name)")
     parser.add_argument("--resume-step", type=int, default=0, help="continue after this checkpoint step")
     args = parser.parse_args()
-    from looprl.launch.entry import run_process
+    from looprl.utils.process import run_process
 
     def orchestrate(cfg) -> None:
         from looprl.orchestrator.loop import Orchestrator

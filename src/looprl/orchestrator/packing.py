@@ -10,14 +10,16 @@
    sample) gets a micro-batch of its own.
 
 One packed row per micro-batch, no padding; the trainer's attention mask lets each continuation see
-its prompt and itself only, so the loss is exactly that of separate sequences.
+its prompt and itself only, so the loss is exactly that of separate sequences. Each tree keeps the
+rollout id of every sample in it (`Tree.rollout_ids`), so the trainer can report per rollout.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from looprl.orchestrator.types import MicroBatch, TrainingSample, Tree
+from looprl.handoff import MicroBatch, Tree
+from looprl.orchestrator.training_samples import TrainingSample
 
 Group = tuple[int, list[TrainingSample]]  # (shared prefix length, samples)
 
@@ -87,9 +89,10 @@ def micro_batch(trees: Sequence[Group]) -> MicroBatch:
             batch.loss_mask += [False] * prefix
             batch.inference_logprobs += [0.0] * prefix
             batch.advantages += [0.0] * prefix
-            batch.trees.append(Tree(prefix=prefix, branches=[len(s.token_ids) - prefix for s in group]))
+            batch.trees.append(Tree(prefix=prefix, branches=[len(s.token_ids) - prefix for s in group],
+                                    rollout_ids=[s.rollout_id for s in group]))
         else:
-            batch.trees.append(Tree(prefix=len(group[0].token_ids)))
+            batch.trees.append(Tree(prefix=len(group[0].token_ids), rollout_ids=[group[0].rollout_id]))
         for s in group:
             n = len(s.token_ids)
             batch.token_ids += s.token_ids[prefix:]

@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from looprl.orchestrator.rewards import reward_stats, total_reward
+from looprl.session.rewards import reward_stats, total_reward
 from looprl.store.records import RolloutRecord
 
 

@@ -1,9 +1,16 @@
-"""Keeping the inference engine on the trainer's latest weights.
+"""Keeping the inference engine on the trainer's latest weights, and the disk free of loaded broadcasts.
 
-The trainer writes `broadcasts/step_N/` and then its `STABLE` marker; `sync()` finds the newest
-stable broadcast beyond the engine's version and asks the engine to load it (`POST /update_weights`,
-which swaps weights between decoding steps, so no completion mixes two versions). `wait_for(v)`
-blocks until the engine runs version `v` or newer: that is how the orchestrator bounds off-policy lag.
+The trainer writes `broadcasts/step_N/` and then its `STABLE` marker (`looprl.handoff`); `sync()`
+finds the newest stable broadcast beyond the engine's version and asks the engine to load it
+(`POST /update_weights`, which swaps weights between decoding steps, so no completion mixes two
+versions). `wait_for(v)` blocks until the engine runs version `v` or newer: that is how the
+orchestrator bounds off-policy lag.
+
+Each broadcast is a full copy of the weights. Once the engine has answered that it runs step N, every
+older broadcast is removed (the engine holds N in memory, nothing reads the older ones), and with N the
+run's last step, N's own directory too. Loads are serialised, so the directory being loaded is never
+removed. A resumed trainer restores from `checkpoints/`, not from broadcasts, and broadcasts its
+restored weights again when that broadcast is gone (`trainer.loop`).
 
 The engine answers with the name requests for the new weights must use (`model`): the served name,
 or with vLLM and LoRA the adapter loaded for this step (`{name}-step-N`); `on_model` hears it, so
@@ -13,26 +20,24 @@ the rollouts of step N name the adapter they used.
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
-from looprl.store.paths import broadcast_dir
-
-POLL_S = 0.2
-STABLE = "STABLE"  # the marker `trainer.broadcast` writes last
+from looprl.handoff import newest_broadcast, step_dirs
+from looprl.handoff.files import POLL_S
+from looprl.paths import broadcast_dir, broadcasts_dir
 
 
 class WeightSync:
-    def __init__(self, engine_url: str, run_dir: Path, version: int = 0,
+    def __init__(self, engine_url: str, run_dir: Path, version: int = 0, last_version: int | None = None,
                  on_model: Callable[[str], None] | None = None) -> None:
         self.engine_url, self.run_dir, self.version, self.on_model = engine_url, Path(run_dir), version, on_model
-
-    def newest_stable(self) -> int | None:
-        root = broadcast_dir(self.run_dir, 0).parent
-        steps = [int(p.name.removeprefix("step_")) for p in root.glob("step_*") if (p / STABLE).is_file()]
-        return max(steps, default=None)
+        self.last_version = last_version
+        """The run's last step: once the engine runs it, its broadcast is removed as well."""
+        self._loading = asyncio.Lock()
 
     async def load(self, path: Path, version: int) -> None:
         async with httpx.AsyncClient(timeout=600) as client:
@@ -47,11 +52,19 @@ class WeightSync:
 
     async def sync(self) -> bool:
         """Load the newest stable broadcast if it is newer than the engine's weights; True if loaded."""
-        newest = self.newest_stable()
-        if newest is None or newest <= self.version:
-            return False
-        await self.load(broadcast_dir(self.run_dir, newest), newest)
-        return True
+        async with self._loading:
+            newest = newest_broadcast(self.run_dir)
+            if newest is None or newest <= self.version:
+                return False
+            await self.load(broadcast_dir(self.run_dir, newest), newest)
+            self.remove_loaded()
+            return True
+
+    def remove_loaded(self) -> None:
+        """Remove the broadcasts older than the engine's weights (and its own after the last step)."""
+        for step, path in step_dirs(broadcasts_dir(self.run_dir)).items():
+            if step < self.version or step == self.version == self.last_version:
+                shutil.rmtree(path, ignore_errors=True)
 
     async def wait_for(self, version: int) -> None:
         while True:

@@ -1,8 +1,9 @@
 """Read-only queries over a run store, shared by the CLI (`looprl rollouts/logs/metrics`) and the inspector.
 
 Opens the database read-only (`mode=ro` URI), so a reader can never block or corrupt the writer and
-follows a run while it is written (WAL). Every query is parameterised; JSON columns are decoded and
-validated into the typed records of `looprl.store.records` on read.
+follows a run while it is written (WAL). A store of an older schema is first migrated, once, through
+a short read-write connection (`migrations.upgrade_file`). Every query is parameterised; JSON columns
+are decoded and validated into the typed records of `looprl.store.records` on read.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Any, Literal
 
 from looprl.envs.types import LogRecordData
 from looprl.errors import UserError
-from looprl.store.paths import db_path
+from looprl.store.migrations import check_known, upgrade_file, user_version
+from looprl.paths import db_path
 from looprl.store.records import ModelCall, RolloutRecord, RunInfo
-from looprl.store.schema import SCHEMA_VERSION
+from looprl.store.schema import ROLLOUT_COLUMNS
 
 SORT_COLUMNS = {
     "step": "step", "reward": "reward", "duration": "duration_s", "turns": "turns",
@@ -26,11 +28,10 @@ SORT_COLUMNS = {
 }
 """Sort keys the rollout list accepts, mapped to columns (never interpolate user text into SQL)."""
 
-ROW_COLUMNS = ", ".join(f"r.{c}" for c in (
-    "rollout_id", "run_id", "step", "split", "env_name", "example_id", "group_id", "termination_reason", "error",
-    "rewards", "reward", "advantage", "turns", "tool_calls", "prompt_tokens", "completion_tokens", "started_at",
-    "finished_at", "log_count", "logs_dropped", "logs_truncated", "max_log_level")) + ", '[]' AS messages, '{}' AS example_args"
+ROW_COLUMNS = ", ".join(f"{c.listing} AS {c.name}" if c.listing else f"r.{c.name}" for c in ROLLOUT_COLUMNS)
 """A rollout row without its transcript: what tables of rollouts need, cheap to read."""
+
+_JSON_COLUMNS = [c.name for c in ROLLOUT_COLUMNS if c.json]
 
 
 @dataclass
@@ -64,12 +65,11 @@ class RunStoreReader:
         path = db_path(self.run_dir)
         if not path.exists():
             raise UserError(f"{self.run_dir} is not a looprl run directory (no {path.name} in it)")
+        upgrade_file(path)
         self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA busy_timeout=10000")
-        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise UserError(f"{path} was written by a newer looprl (schema {version} > {SCHEMA_VERSION}); upgrade looprl")
+        check_known(user_version(self._conn), path)
 
     def close(self) -> None:
         self._conn.close()
@@ -244,31 +244,6 @@ class RunStoreReader:
             f"SELECT {ROW_COLUMNS} FROM rollouts r WHERE group_id=? ORDER BY rowid", (group_id,)).fetchall()
         return [self._rollout(r) for r in rows]
 
-    def reward_components(self, run_id: str, split: str, steps: list[int] | None = None) -> dict[int, list[str]]:
-        """Reward component names emitted by any rollout, per step (`steps` given) or for the whole
-        split (`steps=None`, under key -1): a rollout missing one of its scope's names was zero-filled."""
-        if steps is None:
-            rows = self._conn.execute(
-                "SELECT DISTINCT -1, j.key FROM rollouts r, json_each(r.rewards) j WHERE r.run_id=? AND r.split=?",
-                (run_id, split)).fetchall()
-        else:
-            marks = ",".join("?" * len(steps))
-            rows = self._conn.execute(
-                f"SELECT DISTINCT r.step, j.key FROM rollouts r, json_each(r.rewards) j "
-                f"WHERE r.run_id=? AND r.split=? AND r.step IN ({marks})", (run_id, split, *steps)).fetchall()
-        out: dict[int, list[str]] = {}
-        for step, key in rows:
-            out.setdefault(step, []).append(key)
-        return {step: sorted(keys) for step, keys in out.items()}
-
-    def step_counts(self, run_id: str, split: str, steps: list[int]) -> dict[int, int]:
-        """Number of rollouts of the split at each of `steps` (absent steps are left out)."""
-        marks = ",".join("?" * len(steps))
-        rows = self._conn.execute(
-            f"SELECT step, COUNT(*) FROM rollouts WHERE run_id=? AND split=? AND step IN ({marks}) GROUP BY step",
-            (run_id, split, *steps)).fetchall()
-        return {step: count for step, count in rows}
-
     def termination_reasons(self, run_id: str, split: str) -> dict[str, int]:
         """How many rollouts of the split ended with each termination reason."""
         rows = self._conn.execute(
@@ -326,6 +301,6 @@ class RunStoreReader:
 
     def _rollout(self, row: sqlite3.Row) -> RolloutRecord:
         d = dict(row)
-        for key in ("rewards", "messages", "example_args"):
+        for key in _JSON_COLUMNS:
             d[key] = json.loads(d[key])
         return RolloutRecord(**d)

@@ -2,14 +2,16 @@
 
 `ModelCall` is produced by the gateway (one per chat-completions call a rollout made);
 `RolloutRecord` by the orchestrator (the env's `RolloutResult` plus step, aggregated reward,
-advantage and its model calls). The inspector and the CLI read the same models back.
+advantage, zero-filled components and its model calls); its attributes named in
+`schema.ROLLOUT_COLUMNS` are the `rollouts` table's columns. The inspector and the CLI read the
+same models back.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from looprl.envs.types import RolloutResult
 
@@ -30,6 +32,14 @@ class ModelCall(BaseModel):
     completion_logprobs: list[float] | None = None
     error: str | None = None
 
+    @property
+    def trainable(self) -> bool:
+        """The call returned token ids and one logprob per completion token: the trainer can learn from
+        it (the orchestrator's samples) and the inspector marks its tokens as trained."""
+        return (self.status == 200 and self.prompt_token_ids is not None and self.completion_token_ids is not None
+                and self.completion_logprobs is not None
+                and len(self.completion_logprobs) == len(self.completion_token_ids))
+
 
 class RolloutRecord(RolloutResult):
     """A finished rollout as stored: the env's result plus what the orchestrator knows of it."""
@@ -38,6 +48,9 @@ class RolloutRecord(RolloutResult):
     step: int = 0
     env_name: str
     reward: float | None = None
+    zero_filled: list[str] = Field(default_factory=list)
+    """Components other scored rollouts of its batch emitted and this scored one did not: they counted
+    as 0 (sorted; set by whoever scores the batch, `session.rewards.mark_zero_filled`)."""
     advantage: float | None = None
     prompt_tokens: int = 0
     """Sum over the rollout's model calls."""
@@ -47,6 +60,7 @@ class RolloutRecord(RolloutResult):
     """Highest stdlib level among its log records (0 when none)."""
     model_calls: list[ModelCall] = Field(default_factory=list)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def duration_s(self) -> float:
         return self.finished_at - self.started_at

@@ -2,20 +2,82 @@
 
 One writer (the orchestrator, or `looprl eval`) appends; the inspector and the CLI open it read-only.
 WAL mode lets readers follow a run while it is written. `SCHEMA_VERSION` is kept in
-`PRAGMA user_version`; a reader refuses a newer version than it knows and migrates older ones.
+`PRAGMA user_version`; a store of an older version is migrated when it is opened
+(`looprl.store.migrations`), a newer one is refused.
 
 Tables
 - `runs`: one row per run (kind `eval` | `rl`, env, model, resolved config, status, summary).
 - `steps`: per-step training metrics of `looprl rl` (a JSON object per step).
-- `rollouts`: one row per rollout; `rewards` holds the components exactly as the env emitted them
-  (zero-filled ones are absent, so viewers can mark them), `reward` the aggregated total.
+- `rollouts`: one row per rollout, its columns listed once in `ROLLOUT_COLUMNS` (the writer's INSERT
+  and the reader's row listings are built from it). `rewards` holds the components exactly as the
+  env emitted them, `zero_filled` the names the batch's other rollouts emitted and this one did not
+  (they counted as 0), `reward` the aggregated total.
 - `model_calls`: every model call a rollout made through the gateway, with token ids and logprobs.
 - `rollout_logs`: the stdlib `logging` records attributed to each rollout.
 - `rollouts_fts`, `rollout_logs_fts`: full-text indexes (FTS5, trigram tokenizer, so any substring
   matches) over transcripts and log messages, kept in sync by triggers.
 """
 
-SCHEMA_VERSION = 1
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCHEMA_VERSION = 2
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of `rollouts`; a `RolloutRecord` attribute of the same name holds its value."""
+
+    name: str
+    decl: str
+    """SQL type and constraints."""
+    doc: str = ""
+    json: bool = False
+    """Stored as JSON text, decoded on read."""
+    listing: str | None = None
+    """SQL literal that row listings read instead of this (large) column; None: the column itself."""
+
+
+ROLLOUT_COLUMNS: tuple[Column, ...] = (
+    Column("rollout_id", "TEXT PRIMARY KEY"),
+    Column("run_id", "TEXT NOT NULL"),
+    Column("step", "INTEGER NOT NULL"),
+    Column("split", "TEXT NOT NULL", "'train' | 'eval'"),
+    Column("env_name", "TEXT NOT NULL"),
+    Column("example_id", "TEXT NOT NULL"),
+    Column("group_id", "TEXT NOT NULL"),
+    Column("termination_reason", "TEXT NOT NULL"),
+    Column("error", "TEXT"),
+    Column("rewards", "TEXT NOT NULL DEFAULT '{}'", "JSON: components as emitted", json=True),
+    Column("zero_filled", "TEXT NOT NULL DEFAULT '[]'", "JSON: components it lacked, counted as 0 in its batch",
+           json=True),
+    Column("reward", "REAL", "aggregated total; NULL for failed rollouts"),
+    Column("advantage", "REAL", "NULL when out of the loss (failed, skipped or dropped group, eval)"),
+    Column("turns", "INTEGER NOT NULL DEFAULT 0"),
+    Column("tool_calls", "INTEGER NOT NULL DEFAULT 0"),
+    Column("prompt_tokens", "INTEGER NOT NULL DEFAULT 0", "sums over its model calls"),
+    Column("completion_tokens", "INTEGER NOT NULL DEFAULT 0"),
+    Column("started_at", "REAL NOT NULL"),
+    Column("finished_at", "REAL NOT NULL"),
+    Column("duration_s", "REAL NOT NULL", "finished_at - started_at"),
+    Column("messages", "TEXT NOT NULL", "JSON: the full transcript (OpenAI chat messages)", json=True,
+           listing="'[]'"),
+    Column("example_args", "TEXT NOT NULL DEFAULT '{}'", "JSON: the example's fields but its prompt", json=True,
+           listing="'{}'"),
+    Column("log_count", "INTEGER NOT NULL DEFAULT 0", "log records stored in rollout_logs"),
+    Column("logs_dropped", "INTEGER NOT NULL DEFAULT 0", "log records over the per-rollout limit"),
+    Column("logs_truncated", "INTEGER NOT NULL DEFAULT 0", "log records whose message or traceback was cut"),
+    Column("max_log_level", "INTEGER NOT NULL DEFAULT 0", "highest stdlib level among its records"),
+)
+"""The `rollouts` table, in order. A store's table may order them differently (migrations append)."""
+
+
+def _table(name: str, columns: tuple[Column, ...]) -> str:
+    lines = [f"    {c.name:<19} {c.decl}{',' if i < len(columns) - 1 else ''}{f'  -- {c.doc}' if c.doc else ''}"
+             for i, c in enumerate(columns)]
+    return f"CREATE TABLE IF NOT EXISTS {name} (\n" + "\n".join(lines) + "\n);"
+
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -39,37 +101,12 @@ CREATE TABLE IF NOT EXISTS steps (
     PRIMARY KEY (run_id, step)
 );
 
-CREATE TABLE IF NOT EXISTS rollouts (
-    rollout_id          TEXT PRIMARY KEY,
-    run_id              TEXT NOT NULL,
-    step                INTEGER NOT NULL,
-    split               TEXT NOT NULL,       -- 'train' | 'eval'
-    env_name            TEXT NOT NULL,
-    example_id          TEXT NOT NULL,
-    group_id            TEXT NOT NULL,
-    termination_reason  TEXT NOT NULL,
-    error               TEXT,
-    rewards             TEXT NOT NULL DEFAULT '{}',  -- JSON: components as emitted
-    reward              REAL,                -- aggregated total; NULL for failed rollouts
-    advantage           REAL,
-    turns               INTEGER NOT NULL DEFAULT 0,
-    tool_calls          INTEGER NOT NULL DEFAULT 0,
-    prompt_tokens       INTEGER NOT NULL DEFAULT 0,
-    completion_tokens   INTEGER NOT NULL DEFAULT 0,
-    started_at          REAL NOT NULL,
-    finished_at         REAL NOT NULL,
-    duration_s          REAL NOT NULL,
-    messages            TEXT NOT NULL,       -- JSON: the full transcript (OpenAI chat messages)
-    example_args        TEXT NOT NULL DEFAULT '{}',
-    log_count           INTEGER NOT NULL DEFAULT 0,
-    logs_dropped        INTEGER NOT NULL DEFAULT 0,
-    logs_truncated      INTEGER NOT NULL DEFAULT 0,
-    max_log_level       INTEGER NOT NULL DEFAULT 0  -- highest stdlib level among its records
-);
+{rollouts_table}
 CREATE INDEX IF NOT EXISTS rollouts_by_step ON rollouts (run_id, split, step);
 CREATE INDEX IF NOT EXISTS rollouts_by_group ON rollouts (group_id);
 CREATE INDEX IF NOT EXISTS rollouts_by_reason ON rollouts (run_id, termination_reason);
 CREATE INDEX IF NOT EXISTS rollouts_by_reward ON rollouts (run_id, reward);
+CREATE INDEX IF NOT EXISTS rollouts_by_example ON rollouts (run_id, example_id);
 -- the inspector's list, counts and filters on large stores
 CREATE INDEX IF NOT EXISTS rollouts_by_run_step ON rollouts (run_id, step);
 CREATE INDEX IF NOT EXISTS rollouts_by_split_reason ON rollouts (run_id, split, termination_reason);
@@ -121,4 +158,4 @@ CREATE VIRTUAL TABLE IF NOT EXISTS rollout_logs_fts USING fts5(
 CREATE TRIGGER IF NOT EXISTS rollout_logs_fts_insert AFTER INSERT ON rollout_logs BEGIN
     INSERT INTO rollout_logs_fts(rowid, message, exception) VALUES (new.id, new.message, new.exception);
 END;
-"""
+""".replace("{rollouts_table}", _table("rollouts", ROLLOUT_COLUMNS))

@@ -1,9 +1,17 @@
 """The run store's only writer.
 
-Creates `looprl.db` (WAL, `busy_timeout`), and appends runs, steps, rollouts with their model calls
-and log records. Each `write_rollouts` call is one transaction, so readers never see a rollout
-without its logs. Calls are synchronous and short; async callers run them with `asyncio.to_thread`
-(the internal lock makes that safe from any thread).
+Creates `looprl.db` (WAL, `busy_timeout`) or migrates an older one (`migrations.upgrade`), and
+appends runs, steps, rollouts with their model calls and log records; a rollout's columns are
+`schema.ROLLOUT_COLUMNS`, read from the `RolloutRecord` attributes of the same names. Each
+`write_rollouts` call is one transaction, so readers never see a rollout without its logs. Calls are
+synchronous and short; async callers run them with `asyncio.to_thread` (the internal lock makes that
+safe from any thread).
+
+`close()` leaves `looprl.db` alone on disk: it checkpoints the WAL into the database and switches it
+back to rollback-journal mode, which deletes `-wal` and `-shm`. That matters because read-only readers
+(`looprl metrics`, the inspector, `looprl rl`'s progress) can never delete those files, and on a
+WAL-mode database they create them. The switch needs every other connection closed; a reader open
+through the whole close (an inspector) leaves the files, empty, until a writer next closes.
 """
 
 from __future__ import annotations
@@ -15,9 +23,16 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from looprl.store.paths import db_path
+from looprl.store.migrations import upgrade
+from looprl.paths import db_path
 from looprl.store.records import RolloutRecord, RunInfo
-from looprl.store.schema import SCHEMA, SCHEMA_VERSION
+from looprl.store.schema import ROLLOUT_COLUMNS
+
+_INSERT_ROLLOUT = (f"INSERT INTO rollouts ({', '.join(c.name for c in ROLLOUT_COLUMNS)}) "
+                   f"VALUES ({', '.join('?' * len(ROLLOUT_COLUMNS))})")
+
+SETTLE_S = 2.0
+"""How long `close()` retries leaving WAL mode while a reader has the database open."""
 
 
 def _json(value: Any) -> str:
@@ -36,11 +51,7 @@ class RunStoreWriter:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA busy_timeout=10000")
         self._conn.execute("PRAGMA synchronous=NORMAL")
-        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
-            raise RuntimeError(f"{self.path} has schema version {version}; this looprl writes {SCHEMA_VERSION}")
-        self._conn.executescript(SCHEMA)
-        self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        upgrade(self._conn, self.path)
 
     def start_run(self, run: RunInfo) -> None:
         """Insert the run row, or mark an existing one (a resumed run) as running again."""
@@ -83,19 +94,15 @@ class RunStoreWriter:
             for r in rollouts:
                 self._insert_rollout(r)
 
+    def mark_zero_filled(self, rollouts: Iterable[RolloutRecord]) -> None:
+        """Store the `zero_filled` names of rollouts already written (a batch known only once complete)."""
+        with self._lock, self._transaction():
+            self._conn.executemany("UPDATE rollouts SET zero_filled=? WHERE rollout_id=?",
+                                   [(_json(r.zero_filled), r.rollout_id) for r in rollouts])
+
     def _insert_rollout(self, r: RolloutRecord) -> None:
-        self._conn.execute(
-            "INSERT INTO rollouts (rollout_id, run_id, step, split, env_name, example_id, group_id, "
-            "termination_reason, error, rewards, reward, advantage, turns, tool_calls, prompt_tokens, "
-            "completion_tokens, started_at, finished_at, duration_s, messages, example_args, log_count, "
-            "logs_dropped, logs_truncated, max_log_level) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (r.rollout_id, r.run_id, r.step, r.split, r.env_name, r.example_id, r.group_id,
-             r.termination_reason, r.error, _json(r.rewards), r.reward, r.advantage, r.turns, r.tool_calls,
-             r.prompt_tokens, r.completion_tokens, r.started_at, r.finished_at,
-             r.duration_s, _json(r.messages), _json(r.example_args), r.log_count,
-             r.logs_dropped, r.logs_truncated, r.max_log_level),
-        )
+        self._conn.execute(_INSERT_ROLLOUT, [_json(getattr(r, c.name)) if c.json else getattr(r, c.name)
+                                             for c in ROLLOUT_COLUMNS])
         self._conn.executemany(
             "INSERT INTO model_calls (run_id, rollout_id, idx, started_at, latency_s, status, finish_reason, "
             "prompt_tokens, completion_tokens, prompt_token_ids, completion_token_ids, completion_logprobs, error) "
@@ -119,6 +126,16 @@ class RunStoreWriter:
 
     def close(self) -> None:
         with self._lock:
+            deadline = time.monotonic() + SETTLE_S
+            while True:
+                try:
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    self._conn.execute("PRAGMA journal_mode=DELETE")  # "database is locked" while a reader is open
+                    break
+                except sqlite3.OperationalError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
             self._conn.close()
 
 

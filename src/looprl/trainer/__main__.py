@@ -1,4 +1,5 @@
-"""`python -m looprl.trainer RUN_DIR [--resume-step K]`: the trainer process, as `looprl rl` starts it.
+"""`python -m looprl.trainer RUN_DIR [--resume-step K]`: the trainer process, as `looprl rl` starts it
+(under torchrun when it has several ranks: every rank runs this).
 
 Reads the run's resolved `config.toml`; imports torch only after parsing, so `--help` is instant.
 """
@@ -15,7 +16,7 @@ def main() -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--resume-step", type=int, default=0, help="continue after this checkpoint step")
     args = parser.parse_args()
-    from looprl.launch.entry import run_process
+    from looprl.utils.process import run_process
 
     def train(cfg) -> None:
         from looprl.trainer.loop import run

@@ -1,19 +1,18 @@
-"""LoRA through peft: adapters on the policy, and the merged weights the inference engine loads.
+"""LoRA through peft: adapters on the policy, and restoring them from a checkpoint.
 
-The embedded engine knows nothing about adapters: its broadcasts are full HF-format models with the
-adapters merged in (a merged copy, so training goes on with the adapters separate). vLLM loads
-adapters at run time: its broadcasts hold the adapters only (peft's `adapter_model.safetensors` and
-`adapter_config.json`, a few MB), each loaded as a new adapter name. Checkpoints keep the adapters
-only (`save_pretrained` of the peft model), which `load_adapters` restores.
+The embedded engine knows nothing about adapters: each broadcast is a full HF-format model with the
+adapters merged in (`trainer.weights.merged`, computed from the gathered state dict, so training
+goes on with the adapters separate). vLLM loads adapters at run time: its broadcasts hold the
+adapters only (`adapter_model.safetensors` and `adapter_config.json`, a few MB), each loaded as a
+new adapter name. Checkpoints keep the adapters only, which `load_adapters` restores.
 """
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
-from looprl.trainer.config import LoraConfig
+from looprl.config import LoraConfig
 
 
 def add_lora(model: Any, cfg: LoraConfig) -> Any:
@@ -27,12 +26,6 @@ def add_lora(model: Any, cfg: LoraConfig) -> Any:
 
 def is_lora(model: Any) -> bool:
     return hasattr(model, "peft_config")
-
-
-def servable(model: Any, adapters_only: bool = False) -> Any:
-    """What to broadcast: the model itself; for a peft model, a copy with its adapters merged in, or with
-    `adapters_only` the peft model itself (whose `save_pretrained` writes the adapters alone)."""
-    return copy.deepcopy(model).merge_and_unload() if is_lora(model) and not adapters_only else model
 
 
 def load_adapters(model: Any, checkpoint: Path) -> None:

@@ -3,8 +3,9 @@
 import httpx
 import pytest
 
+from looprl.config import SamplingParams
 from looprl.gateway.app import Gateway
-from looprl.gateway.sampling import SamplingParams, apply_sampling, call_seed
+from looprl.gateway.sampling_params import apply_sampling, call_seed
 from tests.support.scripted_server import Reply, ScriptedServer
 
 MESSAGES = [{"role": "user", "content": "hello"}]

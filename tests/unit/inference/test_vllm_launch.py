@@ -13,7 +13,7 @@ from looprl.inference.process import EngineProcess
 from looprl.inference.vllm import launch
 from looprl.inference.vllm.launch import VllmProcess, max_lora_rank, vllm_python
 from looprl.inference.vllm.template import model_chat_template
-from looprl.launch.config import InferenceConfig
+from looprl.config import InferenceConfig
 from looprl.orchestrator.weights import WeightSync
 
 
@@ -22,8 +22,9 @@ def test_the_embedded_engine_stays_the_default(tiny_model_dir):
     assert type(engine) is EngineProcess and engine.command()[1:4] == ["-m", "looprl.cli", "inference"]
 
 
-def test_vllm_command_line(tiny_model_dir):
-    cfg = InferenceConfig(backend="vllm", vllm_python="/opt/vllm/bin/python", max_batch_size=8, gpu_ids=[2, 3],
+def test_vllm_command_line(tiny_model_dir, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")  # the deployment's inference_gpus, set by the launcher
+    cfg = InferenceConfig(backend="vllm", vllm_python="/opt/vllm/bin/python", max_batch_size=8,
                           vllm_args=["--dtype", "bfloat16"])
     engine = engine_process(cfg, str(tiny_model_dir), lora_rank=12, port=8123)
     assert isinstance(engine, VllmProcess)

@@ -1,12 +1,14 @@
 """A small `rl` run store for the inspector's tests: steps with metrics, train and eval rollouts,
-a zero-filled component, failures with errors, log records at every level, and XSS payloads in a
-message, a tool result and a log record (they must show up as text)."""
+a zero-filled component (marked per batch, as the orchestrator does), failures with errors, log
+records at every level, and XSS payloads in a message, a tool result and a log record (they must
+show up as text)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from looprl.envs.types import LogRecordData, RolloutResult
+from looprl.session.rewards import mark_zero_filled
 from looprl.store.records import ModelCall, RolloutRecord, RunInfo
 from looprl.store.writer import RunStoreWriter
 
@@ -49,23 +51,28 @@ def build_store(run_dir: Path, *, run_id: str = "run-1", status: str = "running"
     w.start_run(RunInfo(run_id=run_id, kind="rl", env="toy.py:ToyEnv", env_name="toy", model="tiny-model",
                         created_at=T0))
     info, warn, err = 20, 30, 40
-    w.write_rollouts([
+    step_0 = [
         record(0, step=0, group=0, logs=[(info, "toy", "scoring rollout 0"), (10, "toy.debug", "details")], run_id=run_id),
         record(1, step=0, group=0, rewards={"correct": 0.0}, logs=[(warn, "toy", "format missing")], run_id=run_id),
         record(2, step=0, group=1, reason="tool_error", logs=[(err, "toy.tools", "tool crashed")],
                exception="Traceback (most recent call last):\nValueError: bad", run_id=run_id),
         record(3, step=0, group=1, text=XSS_MESSAGE, tool_result=XSS_TOOL, logs=[(info, "toy", XSS_LOG)], run_id=run_id),
-    ])
+    ]
+    mark_zero_filled(step_0)
+    w.write_rollouts(step_0)
     w.write_step(run_id, 0, {"reward": 1.1, "reward/correct": 0.66, "loss": 0.5, "entropy": 1.2, "lr": 1e-6})
-    w.write_rollouts([
-        record(4, step=1, group=0, rewards={"correct": 1.0, "format": 1.0}, text="needle in the haystack", run_id=run_id),
-        record(5, step=1, group=0, reason="max_turns_exceeded", rewards={"correct": 0.0, "format": 0.0},
-               logs=[(info, "toy", "unique-log-marker")], run_id=run_id),
-        record(6, step=2, group=0, reason="timeout", run_id=run_id),
-        record(7, step=2, group=0, rewards={"correct": 1.0, "format": 1.0}, run_id=run_id),
-        record(0, step=2, split="eval", group=0, rewards={"correct": 1.0}, run_id=run_id),
-        record(1, step=2, split="eval", group=0, rewards={"correct": 0.0, "style": 0.5}, run_id=run_id),
-    ])
+    batches = [
+        [record(4, step=1, group=0, rewards={"correct": 1.0, "format": 1.0}, text="needle in the haystack", run_id=run_id),
+         record(5, step=1, group=0, reason="max_turns_exceeded", rewards={"correct": 0.0, "format": 0.0},
+                logs=[(info, "toy", "unique-log-marker")], run_id=run_id)],
+        [record(6, step=2, group=0, reason="timeout", run_id=run_id),
+         record(7, step=2, group=0, rewards={"correct": 1.0, "format": 1.0}, run_id=run_id)],
+        [record(0, step=2, split="eval", group=0, rewards={"correct": 1.0}, run_id=run_id),
+         record(1, step=2, split="eval", group=0, rewards={"correct": 0.0, "style": 0.5}, run_id=run_id)],
+    ]
+    for batch in batches:
+        mark_zero_filled(batch)
+    w.write_rollouts([r for batch in batches for r in batch])
     w.write_step(run_id, 1, {"reward": 1.5, "reward/correct": 0.8, "loss": 0.4, "entropy": 1.1, "lr": 1e-6, "note": "text"})
     w.write_step(run_id, 2, {"reward": 2.0, "reward/correct": 1.0, "loss": 0.3, "entropy": 1.0, "lr": 1e-6})
     if status != "running":

@@ -76,8 +76,8 @@ def test_security_headers_on_every_response(client):
 
 
 def test_pages_escape_ids_and_ship_no_outside_requests(client, tmp_path):
-    r = client.get('/runs/toy-run/rollouts/"><img src=x onerror=alert(1)>')
-    assert r.status_code == 200 and "<img" not in r.text and "&lt;img src=x onerror=alert(1)&gt;" in r.text
+    r = client.get('/runs/toy-run/rollouts/"><img src=x onerror=alert(1)>')  # no such rollout: the HTML error page
+    assert r.status_code == 404 and "<img" not in r.text and "&lt;img src=x onerror=alert(1)&gt;" in r.text
     for path in ("/", "/runs/toy-run"):
         html = client.get(path).text
         assert "http://" not in html and "https://" not in html and "<script>" not in html.replace("<script type", "")

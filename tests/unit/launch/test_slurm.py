@@ -11,7 +11,7 @@ import pytest
 
 from looprl.errors import UserError
 from looprl.launch.slurm import SlurmConfig, render_sbatch, write_sbatch
-from looprl.store.paths import log_path, node_log_path, torchrun_log_dir
+from looprl.paths import log_path, node_log_path, torchrun_log_dir
 
 FAKE_SRUN = """#!/bin/bash
 # srun stand-in: runs --ntasks copies of the command here, each with its SLURM_PROCID.
@@ -84,3 +84,19 @@ def test_the_job_runs_every_node_with_the_seed_log_layout(tmp_path):
             in log_path(out, "orchestrator").read_text())
     rank_logs = sorted(p.read_text() for p in torchrun_log_dir(out).rglob("stdout.log"))
     assert rank_logs == ["trainer rank 0 of 2\n", "trainer rank 1 of 2\n"]
+
+
+def test_rl_dry_run_with_slurm_keys_writes_the_sbatch_script(tmp_path):
+    root = Path(__file__).resolve().parents[3]
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "looprl.cli", "rl", "@", "examples/demo/rl.toml", "--output_dir", str(run),
+                           "--slurm.train_nodes", "2", "--slurm.inference_nodes", "1", "--dry-run"],
+                          cwd=root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    path = run.resolve() / "rl.sbatch"
+    assert proc.stdout.strip() == f"wrote {path}"
+    script = path.read_text()
+    assert "#SBATCH --nodes=3" in script.splitlines() and 'torchrun --nnodes="$TRAIN_NODES"' in script
+    assert f"-m looprl.trainer {run.resolve()} --resume-step 0" in script
+    assert 'tee -a "$LOGS/trainer/node_$LOOPRL_NODE_RANK.log"' in script and "ln -sfn trainer/node_0.log" in script
+    assert "looprl.orchestrator" in script and "--engine-url" in script and (run / "config.toml").is_file()

@@ -5,12 +5,13 @@ import random
 import pytest
 import torch
 
+from looprl.handoff import is_stable, latest_checkpoint
 from looprl.inference.weights import load_update
 from looprl.orchestrator.packing import pack
-from looprl.orchestrator.types import TrainingSample
-from looprl.store.paths import broadcast_dir, checkpoint_dir
-from looprl.trainer.broadcast import broadcast_weights, is_stable
-from looprl.trainer.checkpoint import latest_step, load_checkpoint, save_checkpoint
+from looprl.orchestrator.training_samples import TrainingSample
+from looprl.paths import broadcast_dir, checkpoint_dir
+from looprl.trainer.broadcast import broadcast_weights
+from looprl.trainer.checkpoint import load_checkpoint, save_checkpoint
 from looprl.trainer.loss import clipped
 from looprl.trainer.optim import build_optimizer, build_scheduler
 from looprl.trainer.step import train_step
@@ -31,9 +32,9 @@ def _trained(steps: int):
 
 def test_resume_continues_exactly(tmp_path, tokenizer):
     model, optimizer, scheduler = _trained(2)
-    assert latest_step(tmp_path) is None
+    assert latest_checkpoint(tmp_path) is None
     save_checkpoint(tmp_path, 2, model, tokenizer, optimizer, scheduler, progress={"epoch": 0, "cursor": 8})
-    assert latest_step(tmp_path) == 2 and (checkpoint_dir(tmp_path, 2) / "config.json").is_file()
+    assert latest_checkpoint(tmp_path) == 2 and (checkpoint_dir(tmp_path, 2) / "config.json").is_file()
     expected_rng = (random.random(), torch.rand(1).item())
     train_step(model, optimizer, scheduler, pack([SAMPLE], 16), clipped.token_loss)
     expected = {k: v.clone() for k, v in model.state_dict().items()}

@@ -6,11 +6,11 @@ import copy
 import pytest
 import torch
 
+from looprl.handoff import Tree
 from looprl.inference.engine import Engine
-from looprl.inference.sampling import SamplingParams
+from looprl.inference.token_sampling import SamplingParams
 from looprl.orchestrator.packing import pack
-from looprl.orchestrator.samples import build_samples
-from looprl.orchestrator.types import TrainingSample, Tree
+from looprl.orchestrator.training_samples import TrainingSample, build_samples
 from looprl.store.records import ModelCall
 from looprl.trainer.logprobs import token_logprobs
 from looprl.trainer.loss import clipped

@@ -3,12 +3,12 @@
 import torch
 from safetensors.torch import load_file
 
+from looprl.config import LoraConfig
 from looprl.orchestrator.packing import pack
-from looprl.orchestrator.types import TrainingSample
+from looprl.orchestrator.training_samples import TrainingSample
 from looprl.trainer.broadcast import broadcast_weights
 from looprl.trainer.checkpoint import load_checkpoint, save_checkpoint
-from looprl.trainer.config import LoraConfig
-from looprl.trainer.lora import add_lora, servable
+from looprl.trainer.lora import add_lora
 from looprl.trainer.loss import clipped
 from looprl.trainer.optim import build_optimizer, build_scheduler
 from looprl.trainer.step import train_step
@@ -33,9 +33,8 @@ def test_only_adapters_train_and_the_broadcast_is_the_merged_model(tmp_path):
     model, _, _ = _lora_trained(2)
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
-    merged = servable(model)
-    assert not hasattr(merged, "peft_config") and any("lora_" in n for n, _ in model.named_parameters())
-    target = broadcast_weights(tmp_path, 1, merged)
+    target = broadcast_weights(tmp_path, 1, model)
+    assert any("lora_" in n for n, _ in model.named_parameters())  # training goes on with separate adapters
     weights = load_file(target / "model.safetensors")
     assert set(weights) <= set(base) and not any("lora" in k for k in weights)
     q = "model.layers.0.self_attn.q_proj.weight"

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from looprl.orchestrator.packing import pack
-from looprl.orchestrator.types import TrainingSample
+from looprl.orchestrator.training_samples import TrainingSample
 from looprl.trainer.logprobs import token_logprobs
 from looprl.trainer.loss import clipped, normalization, truncated
 from looprl.trainer.optim import build_optimizer, build_scheduler

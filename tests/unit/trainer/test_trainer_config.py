@@ -3,9 +3,8 @@
 import pytest
 import torch
 
-from looprl.config import load_config
+from looprl.config import TrainerConfig, load_config
 from looprl.errors import UserError
-from looprl.trainer.config import TrainerConfig
 from looprl.trainer.loss import select
 
 

@@ -24,6 +24,7 @@ engine-core and worker processes.
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import sys
 import tempfile
@@ -70,10 +71,10 @@ class VllmProcess(EngineProcess):
     def __init__(self, model: str, *, python: str, served_model_name: str, log_path: Path | None = None,
                  port: int | None = None, host: str = "127.0.0.1", startup_timeout: float = 900.0,
                  tool_call_parser: str | None = "hermes", lora_rank: int | None = None,
-                 gpu_ids: Sequence[int] = (), vllm_args: Sequence[str] = ()) -> None:
+                 vllm_args: Sequence[str] = ()) -> None:
         super().__init__(model, log_path=log_path, port=port, host=host, startup_timeout=startup_timeout,
                          extra_args=vllm_args, served_model_name=served_model_name)
-        self.python, self.tool_call_parser, self.lora_rank, self.gpu_ids = python, tool_call_parser, lora_rank, list(gpu_ids)
+        self.python, self.tool_call_parser, self.lora_rank = python, tool_call_parser, lora_rank
         self._dir: Path | None = None
 
     def command(self) -> list[str]:
@@ -91,8 +92,9 @@ class VllmProcess(EngineProcess):
             command += ["--chat-template", str(path)]
         if self.lora_rank:
             command += ["--enable-lora", "--max-lora-rank", str(max_lora_rank(self.lora_rank)), "--max-loras", "2"]
-        if len(self.gpu_ids) > 1:
-            command += ["--tensor-parallel-size", str(len(self.gpu_ids))]
+        gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+        if len(gpus) > 1:  # the deployment's `inference_gpus` (`launch.placement`): tensor parallel over them
+            command += ["--tensor-parallel-size", str(len(gpus))]
         return command + self.extra_args
 
     def environment(self) -> dict[str, str]:
@@ -103,8 +105,6 @@ class VllmProcess(EngineProcess):
             package.symlink_to(Path(looprl.__file__).resolve().parent)
         env["PYTHONPATH"] = str(package.parent)
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
-        if self.gpu_ids:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in self.gpu_ids)
         return env
 
     def stop(self) -> None:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from functools import partial
 
-from looprl.trainer.config import ClippedLoss, LossConfig
+from looprl.config import ClippedLoss, LossConfig
 from looprl.trainer.loss import clipped, normalization, truncated
 from looprl.trainer.loss.policy import TokenLoss
-from looprl.trainer.step import Normalization
 
 
 def token_loss(config: LossConfig) -> TokenLoss:
@@ -16,7 +15,7 @@ def token_loss(config: LossConfig) -> TokenLoss:
     return partial(truncated.token_loss, cap=config.ratio.cap)
 
 
-def normalize(config: LossConfig) -> Normalization:
+def normalize(config: LossConfig) -> normalization.Normalization:
     if config.normalization == "constant":
         return partial(normalization.constant, denominator=config.normalization_constant)
     return getattr(normalization, config.normalization)

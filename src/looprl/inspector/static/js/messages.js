@@ -32,6 +32,14 @@ function contentParts(content) {
   });
 }
 
+// a message's content as plain text (text parts joined; other parts as JSON)
+export function contentText(content) {
+  if (content === null || content === undefined) return "";
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return JSON.stringify(content);
+  return content.map((part) => (part && part.type === "text" ? String(part.text ?? "") : JSON.stringify(part))).join("\n");
+}
+
 function prettyArgs(raw) {
   if (typeof raw !== "string") return JSON.stringify(raw, null, 2);
   try { return JSON.stringify(JSON.parse(raw), null, 2); } catch { return raw; }

@@ -1,10 +1,16 @@
-// The rollout page (`/runs/{run}/rollouts/{id}`): the transcript and the rollout's log records in two
-// tabs, beside the reward breakdown, termination, model calls and the group's siblings. The URL's
-// query is the run page's list (filters and sort): prev/next (← → or k j) walk that list.
+// The rollout page (`/runs/{run}/rollouts/{id}`): the transcript, the completion tokens, the rollout's
+// log records and a side-by-side comparison with a sibling in four tabs, beside the reward arithmetic,
+// termination, model calls, the example's history and the group's siblings (each with the start of
+// its final reply). The URL's query is the run page's list (filters and sort): prev/next (← → or k j)
+// walk that list.
 
 import { body, clear, crumbs, errorBox, getJSON, h, num, reasonBadge, rolloutUrl, runUrl, seconds, when } from "./dom.js";
 import { renderMessages } from "./messages.js";
 import { renderLogs } from "./logs.js";
+import { rewardCard } from "./arithmetic.js";
+import { renderTokens } from "./tokens.js";
+import { fetchRollout, renderCompare } from "./compare.js";
+import { historyCard } from "./history.js";
 
 const run = body.run, rolloutId = body.rollout;
 const app = document.getElementById("app");
@@ -44,28 +50,6 @@ function card(title, ...children) {
   return h("section", { class: "card side-card" }, h("h2", { text: title }), ...children);
 }
 
-function rewardCard(d) {
-  const names = [...Object.keys(d.rewards), ...d.zero_filled];
-  const max = Math.max(1, ...Object.values(d.rewards).map(Math.abs));
-  const rows = names.map((name) => {
-    const zf = d.zero_filled.includes(name);
-    const value = zf ? 0 : d.rewards[name];
-    const fill = h("span", { class: `bar-fill${value < 0 ? " neg" : ""}` });
-    fill.style.width = `${Math.min(100, (100 * Math.abs(value)) / max)}%`;
-    return h("tr", { class: zf ? "zero-filled-row" : "" },
-      h("td", { class: "mono", text: name }),
-      h("td", { class: "bar-cell" }, h("span", { class: "bar" }, fill)),
-      h("td", { class: "num strong" }, num(value)),
-      h("td", {}, zf ? h("span", { class: "badge zf", title: "not emitted by this rollout; other rollouts of its batch emitted it, so it counted as 0", text: "zero-filled" }) : null));
-  });
-  return card("Reward",
-    d.reward === null ? h("div", { class: "note warn", text: "Not scored: the rollout ended with an operational failure." }) : null,
-    rows.length ? h("table", { class: "kv reward-table" }, h("tbody", {}, rows)) : h("div", { class: "muted small", text: "No reward components." }),
-    h("div", { class: "totals" },
-      h("div", {}, h("span", { class: "muted", text: "Total " }), h("b", { text: num(d.reward) })),
-      h("div", {}, h("span", { class: "muted", text: "Advantage " }), h("b", { class: d.advantage > 0 ? "pos" : d.advantage < 0 ? "neg" : "", text: num(d.advantage) }))));
-}
-
 function terminationCard(d) {
   return card("Termination", h("div", {}, reasonBadge(d.termination_reason)),
     d.error ? h("pre", { class: "error-text", text: d.error }) : h("div", { class: "muted small", text: "No error." }));
@@ -83,13 +67,17 @@ function callsCard(d) {
       h("td", { class: "num", text: seconds(c.latency_s) }))))));
 }
 
-function siblingsStrip(d) {
+function siblingsStrip(d, replies, compareWith) {
   const names = [...new Set(d.siblings.flatMap((s) => [...Object.keys(s.rewards), ...s.zero_filled]))].sort();
   const tile = (s) => {
     const current = s.rollout_id === d.rollout_id;
-    return h(current ? "div" : "a", { class: `sib${current ? " current" : ""}`, href: current ? null : rolloutUrl(run, s.rollout_id, nav),
-      dataset: { id: s.rollout_id }, title: current ? "this rollout" : `open ${s.rollout_id}` },
-    h("div", { class: "mono small sib-id", text: s.rollout_id }),
+    return h("div", { class: `sib${current ? " current" : ""}`, dataset: { id: s.rollout_id } },
+    h("div", { class: "sib-top" },
+      current ? h("span", { class: "mono small sib-id", text: s.rollout_id, title: "this rollout" })
+        : h("a", { class: "mono small sib-id", href: rolloutUrl(run, s.rollout_id, nav), text: s.rollout_id, title: `open ${s.rollout_id}` }),
+      current ? null : h("button", { class: "btn ghost small sib-compare", title: `compare with ${s.rollout_id} side by side`,
+        onclick: () => compareWith(s.rollout_id) }, "Compare")),
+    h("div", { class: "sib-reply", title: replies[s.rollout_id] || "", text: replies[s.rollout_id] ? `“${replies[s.rollout_id]}”` : "(no reply)" }),
     h("div", { class: "sib-head" }, h("span", { class: "sib-reward", text: num(s.reward) }), reasonBadge(s.termination_reason)),
     h("dl", { class: "sib-components" }, names.map((n) => [h("dt", { class: "mono", text: n }),
       n in s.rewards ? h("dd", { text: num(s.rewards[n]) })
@@ -110,20 +98,36 @@ function exampleCard(d) {
 
 // --- tabs and keys ------------------------------------------------------------------------------------
 
+const TABS = [["messages", "Messages"], ["tokens", "Tokens"], ["logs", "Rollout logs"], ["compare", "Compare"]];
+
 function tabs(d) {
-  const panels = { messages: renderMessages(d.messages), logs: renderLogs(d.logs, d.started_at, { dropped: d.logs_dropped, truncated: d.logs_truncated }) };
-  const buttons = {
-    messages: h("button", { class: "tab", role: "tab", dataset: { tab: "messages" } }, "Messages", h("span", { class: "tab-count", text: d.messages.length })),
-    logs: h("button", { class: "tab", role: "tab", dataset: { tab: "logs" } }, "Rollout logs", h("span", { class: "tab-count", text: d.logs.length })),
+  const makers = {
+    messages: () => renderMessages(d.messages),
+    tokens: () => h("div", { class: "muted", text: "Loading tokens…" }),
+    logs: () => renderLogs(d.logs, d.started_at, { dropped: d.logs_dropped, truncated: d.logs_truncated }),
+    compare: () => renderCompare(d, run, (id) => fetchRollout(run, id)),
   };
+  const counts = { messages: d.messages.length, tokens: d.completion_tokens, logs: d.logs.length, compare: d.siblings.length - 1 };
+  const panels = {};
+  const buttons = Object.fromEntries(TABS.map(([k, label]) => [k, h("button", { class: "tab", role: "tab", dataset: { tab: k } },
+    label, h("span", { class: "tab-count", text: counts[k] }))]));
   const panel = h("div", { class: "tab-panel", role: "tabpanel" });
-  const show = (name) => {
+  const show = (name, arg) => {
     for (const [k, b] of Object.entries(buttons)) { b.classList.toggle("active", k === name); b.setAttribute("aria-selected", String(k === name)); }
+    panels[name] = panels[name] || makers[name]();
+    if (name === "tokens" && !panels.tokensLoaded) {
+      panels.tokensLoaded = true;
+      getJSON(`/api/runs/${encodeURIComponent(run)}/rollouts/${encodeURIComponent(rolloutId)}/tokens`)
+        .then((view) => { const el = renderTokens(view); panels.tokens.replaceWith(el); panels.tokens = el; })
+        .catch((error) => { const el = errorBox(error); panels.tokens.replaceWith(el); panels.tokens = el; });
+    }
+    if (name === "compare" && arg && panels.compare.show) panels.compare.show(arg);
     clear(panel, panels[name]);
-    history.replaceState(null, "", location.pathname + location.search + (name === "logs" ? "#logs" : ""));
+    history.replaceState(null, "", location.pathname + location.search + (name === "messages" ? "" : `#${name}`));
   };
   for (const [k, b] of Object.entries(buttons)) b.addEventListener("click", () => show(k));
-  show(location.hash === "#logs" ? "logs" : "messages");
+  const initial = location.hash.slice(1);
+  show(initial in buttons ? initial : "messages");
   return { el: h("div", { class: "main-col" }, h("nav", { class: "tabs", role: "tablist" }, Object.values(buttons)), panel), show };
 }
 
@@ -133,7 +137,9 @@ function keys(show) {
     if (e.key === "ArrowRight" || e.key === "j") go(detail.next_id);
     else if (e.key === "ArrowLeft" || e.key === "k") go(detail.prev_id);
     else if (e.key === "m" || e.key === "1") show("messages");
-    else if (e.key === "l" || e.key === "2") show("logs");
+    else if (e.key === "t" || e.key === "2") show("tokens");
+    else if (e.key === "l" || e.key === "3") show("logs");
+    else if (e.key === "c" || e.key === "4") show("compare");
     else if (e.key === "Escape" || e.key === "u") location.href = backUrl();
     else return;
     e.preventDefault();
@@ -149,10 +155,16 @@ async function start() {
     return;
   }
   crumbs({ text: "Runs", href: "/" }, { text: run, href: backUrl() }, { text: detail.rollout_id });
+  const base = `/api/runs/${encodeURIComponent(run)}`;
+  const [explained, replies] = await Promise.all([
+    getJSON(`${base}/rollouts/${encodeURIComponent(rolloutId)}/explain`),
+    getJSON(`${base}/rollouts/${encodeURIComponent(rolloutId)}/replies`).catch(() => ({}))]);
   const { el, show } = tabs(detail);
-  clear(app, head(detail), siblingsStrip(detail), h("div", { class: "rollout-grid" }, el,
-    h("aside", { class: "side-col" }, rewardCard(detail), terminationCard(detail), callsCard(detail), exampleCard(detail))),
-  h("div", { class: "key-hints muted small" }, "Keys: ", ["← / k previous", "→ / j next", "m messages", "l logs", "Esc back to the run"].map((t) => h("kbd", { text: t }))));
+  const history = historyCard(detail, base, (id) => rolloutUrl(run, id));
+  clear(app, head(detail), siblingsStrip(detail, replies, (id) => { show("compare", id); el.scrollIntoView({ block: "start" }); }),
+    h("div", { class: "rollout-grid" }, el,
+      h("aside", { class: "side-col" }, rewardCard(detail, explained), history, terminationCard(detail), callsCard(detail), exampleCard(detail))),
+  h("div", { class: "key-hints muted small" }, "Keys: ", ["← / k previous", "→ / j next", "m messages", "t tokens", "l logs", "c compare", "Esc back to the run"].map((t) => h("kbd", { text: t }))));
   keys(show);
 }
 

@@ -1,9 +1,10 @@
-// The run page (`/runs/{run}`): Train and Eval tabs, each with metric plots, the termination-reason
-// mix and the filterable, searchable, sortable rollout table. Filters live in the URL, so a view can
-// be shared or reloaded; a run that is still being written refreshes itself.
+// The run page (`/runs/{run}`): Train and Eval tabs, each with the termination-reason mix, the
+// filterable, searchable, sortable rollout table (search results show where they matched) and, below
+// it, the grouped metric plots. Filters live in the URL, so a view can be shared or reloaded; a run
+// that is still being written refreshes itself.
 
 import { body, clear, crumbs, errorBox, getJSON, h, num, reasonBadge, reasonKind, rolloutUrl, runUrl, seconds, setLive, when, levelBadge, emptyState } from "./dom.js";
-import { lineChart } from "./plot.js";
+import { renderPlotGroups } from "./plots.js";
 import { CLEARABLE, filterBar, FILTER_KEYS } from "./filters.js";
 
 const run = body.run;
@@ -11,12 +12,12 @@ const app = document.getElementById("app");
 const api = `/api/runs/${encodeURIComponent(run)}`;
 const PAGE = 50;
 const state = new URLSearchParams(location.search);
-let summary = null, metrics = null, lastSeen = "";
+let summary = null, metrics = null, hists = {}, lastSeen = "";
 
 const view = {
   head: h("div", { class: "run-head" }),
   tabs: h("nav", { class: "tabs", role: "tablist" }),
-  plots: h("section", { class: "plots" }),
+  plots: h("section", { class: "plots", "aria-label": "metric plots" }),
   reasons: h("section", { class: "card reasons" }),
   filters: h("section", { class: "filters-wrap" }),
   table: h("section", { class: "card flush table-wrap" }),
@@ -40,7 +41,7 @@ function setFilter(changes) {
   if (!("offset" in changes)) state.delete("offset");
   syncUrl();
   loadTable();
-  if ("tab" in changes) { renderTabs(); renderPlots(); }
+  if ("tab" in changes) { renderTabs(); renderPlots(); loadHistogram(); }
   if (!("offset" in changes)) renderReasons();
   const onlySearch = Object.keys(changes).join() === "q";
   if (onlySearch) updateClear(); else if (!("offset" in changes)) renderFilters();  // typing keeps the search box
@@ -70,24 +71,20 @@ function renderTabs() {
 
 function renderPlots() {
   const split = tab();
-  const charts = [];
-  const evalKey = (k) => k.startsWith("eval/");
-  const stepKeys = metrics.keys.filter((k) => (split === "eval") === evalKey(k));
-  const bare = (k) => (evalKey(k) ? k.slice(5) : k);
-  const series = (keys, rows, get) => keys.map((k) => ({ name: bare(k), points: rows.map((r) => [r.step, get(r, k)]).filter(([, y]) => y !== undefined && y !== null) }));
-  const fromSteps = (r, k) => r.metrics[k];
-  const rewardKeys = stepKeys.filter((k) => /^reward(\/|$)/.test(bare(k)));
-  if (rewardKeys.length) charts.push(lineChart("Reward (total and per component)", series(rewardKeys, metrics.steps, fromSteps)));
   const stats = (metrics.splits[split] || {}).by_step || [];
-  if (stats.length > 1) {
-    const keys = [...new Set(stats.flatMap((r) => Object.keys(r)))].filter((k) => /^reward(\/|$)/.test(k));
-    charts.push(lineChart(`Reward from ${split} rollouts`, series(keys, stats, (r, k) => r[k])));
-    charts.push(lineChart("Failed rollouts per step", series(["failed"], stats, (r, k) => r[k])));
-  }
-  for (const k of stepKeys.filter((k) => !rewardKeys.includes(k))) charts.push(lineChart(bare(k), series([k], metrics.steps, fromSteps)));
-  const tiles = stats.length === 1 && !rewardKeys.length ? statTiles(stats[0]) : null;
-  clear(view.plots, tiles, charts.length ? h("div", { class: "plot-grid" }, charts) : null);
-  view.plots.hidden = !charts.length && !tiles;
+  const hasRewardSeries = metrics.keys.some((k) => (split === "eval") === k.startsWith("eval/") && /^(eval\/)?reward$/.test(k));
+  const tiles = stats.length === 1 && !hasRewardSeries ? statTiles(stats[0]) : null;
+  const groups = renderPlotGroups(metrics, split, hists[split]);
+  clear(view.plots, tiles, groups.length ? h("h2", { class: "section-title", text: "Metrics" }) : null, groups);
+  view.plots.hidden = !groups.length && !tiles;
+}
+
+async function loadHistogram() {
+  const split = tab();
+  try {
+    hists[split] = await getJSON(`${api}/reward_histogram?split=${split}`);
+    if (split === tab()) renderPlots();
+  } catch { /* the plots stay without it */ }
 }
 
 // one step only (an eval run): the means as numbers rather than one-point plots
@@ -185,6 +182,24 @@ function renderTable(page) {
     pager);
 }
 
+// under each search result: where it matched, the match highlighted
+async function addSnippets(rows, q, id) {
+  const qs = new URLSearchParams({ q });
+  for (const row of rows) qs.append("ids", row.rollout_id);
+  let found;
+  try { found = await getJSON(`${api}/snippets?${qs}`); } catch { return; }
+  if (id !== tableRequest) return;
+  const cols = view.table.querySelectorAll("thead th").length;
+  for (const tr of view.table.querySelectorAll("tbody tr[data-id]")) {
+    const snip = found[tr.dataset.id];
+    if (!snip) continue;
+    tr.classList.add("has-snippet");
+    tr.after(h("tr", { class: "snippet-row", dataset: { for: tr.dataset.id } }, h("td", { colspan: cols },
+      h("span", { class: "snippet-where muted small", text: `matched in ${snip.where}: ` }),
+      h("span", { class: "snippet" }, snip.before, h("mark", { text: snip.match }), snip.after))));
+  }
+}
+
 let tableRequest = 0;
 async function loadTable() {
   const id = ++tableRequest;
@@ -195,6 +210,7 @@ async function loadTable() {
   try {
     const page = await getJSON(`${api}/rollouts?${p}`);
     if (id === tableRequest) renderTable(page);
+    if (id === tableRequest && state.get("q") && page.rows.length) addSnippets(page.rows, state.get("q"), id);
   } catch (error) {
     if (id === tableRequest) clear(view.table, errorBox(error));
   } finally {
@@ -210,6 +226,7 @@ async function load() {
   crumbs({ text: "Runs", href: "/" }, { text: summary.id });
   renderHead(); renderTabs(); renderPlots(); renderReasons(); renderFilters();
   setLive(summary.status === "running");
+  loadHistogram();
 }
 
 async function poll() {
@@ -220,7 +237,7 @@ async function poll() {
       summary = fresh; lastSeen = seen;
       metrics = await getJSON(`${api}/metrics`);
       renderHead(); renderTabs(); renderPlots(); renderReasons();
-      loadTable();
+      loadTable(); loadHistogram();
       setLive(summary.status === "running");
     }
   } catch { /* the next poll retries */ }
@@ -228,7 +245,7 @@ async function poll() {
 }
 
 async function start() {
-  clear(app, view.head, view.tabs, view.plots, view.reasons, view.filters, view.table);
+  clear(app, view.head, view.tabs, view.reasons, view.filters, view.table, view.plots);
   try {
     await load();
     await loadTable();

@@ -1,0 +1,61 @@
+"""Every configuration of looprl: pydantic models read from TOML and dotted overrides, no torch.
+
+    loading.py       `load_config(Model, argv)`: `@ FILE.toml` merged left to right, `--a.b VALUE` overrides
+    run.py           `RLConfig`: a whole `looprl rl` run (`[model]`, `[env]`, `[inference]`, `[log]`, ...)
+    orchestrator.py  `[orchestrator]` (with `[orchestrator.sampling]`) and `[env]`
+    trainer.py       `[trainer]`: loss, optimizer, LoRA, checkpoints
+    deployment.py    `[deployment]` (GPU placement) and `[slurm]`
+    base.py          `Strict`, the base model that rejects unknown keys
+
+The launcher validates the whole config before any process starts, so these modules import no
+process package (orchestrator, trainer, inference, ...): each process imports its config from here.
+"""
+
+from looprl.config.deployment import DeploymentConfig, SlurmConfig
+from looprl.config.loading import load_config, merge_arguments, validate
+from looprl.config.orchestrator import (
+    EnvConfig,
+    EvalSettings,
+    OrchestratorConfig,
+    SamplingParams,
+)
+from looprl.config.run import (
+    InferenceConfig,
+    LogConfig,
+    ModelConfig,
+    RLConfig,
+    read_run_config,
+)
+from looprl.config.trainer import (
+    CheckpointConfig,
+    ClippedLoss,
+    LoraConfig,
+    LossConfig,
+    OptimConfig,
+    TrainerConfig,
+    TruncatedLoss,
+)
+
+__all__ = [
+    "CheckpointConfig",
+    "ClippedLoss",
+    "DeploymentConfig",
+    "EnvConfig",
+    "EvalSettings",
+    "InferenceConfig",
+    "LogConfig",
+    "LoraConfig",
+    "LossConfig",
+    "ModelConfig",
+    "OptimConfig",
+    "OrchestratorConfig",
+    "RLConfig",
+    "SamplingParams",
+    "SlurmConfig",
+    "TrainerConfig",
+    "TruncatedLoss",
+    "load_config",
+    "merge_arguments",
+    "read_run_config",
+    "validate",
+]

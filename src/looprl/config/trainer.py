@@ -1,0 +1,106 @@
+"""The trainer's configuration (the `[trainer]` table of an rl config). Pydantic only, no torch.
+
+Loss variants are a discriminated union on `type`, so each variant lists only its own settings.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from looprl.config.base import Strict
+
+
+class ClippedLoss(Strict):
+    """PPO-style clipped ratio (GRPO; `eps_high > eps_low` is DAPO's clip-higher)."""
+
+    type: Literal["clipped"] = "clipped"
+    eps_low: float = Field(0.2, ge=0)
+    eps_high: float = Field(0.2, ge=0)
+
+
+class TruncatedLoss(Strict):
+    """REINFORCE with the importance weight truncated at `cap` (TIS)."""
+
+    type: Literal["truncated"] = "truncated"
+    cap: float = Field(2.0, gt=0)
+
+
+class LossConfig(Strict):
+    ratio: ClippedLoss | TruncatedLoss = Field(default_factory=ClippedLoss, discriminator="type")
+    """The per-token objective."""
+    normalization: Literal["per_token", "per_sequence", "constant"] = "per_token"
+    """How the step's token losses are averaged (see `trainer.loss.normalization`)."""
+    normalization_constant: float | None = Field(None, gt=0)
+    """The denominator of `constant` normalisation, e.g. sequences per step * max completion tokens."""
+    kl_coef: float = Field(0.0, ge=0)
+    """Weight of the KL penalty to the initial model; 0 (the default) loads no reference model."""
+
+    @model_validator(mode="after")
+    def _constant_needs_a_denominator(self) -> LossConfig:
+        if self.normalization == "constant" and self.normalization_constant is None:
+            raise ValueError("normalization = 'constant' needs normalization_constant")
+        return self
+
+
+class OptimConfig(Strict):
+    lr: float = Field(1e-6, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    warmup_steps: int = Field(0, ge=0)
+    max_grad_norm: float = Field(1.0, gt=0)
+
+
+class LoraConfig(Strict):
+    """Low-rank adapters (peft) on the listed modules; the base weights stay frozen."""
+
+    rank: int = Field(16, ge=1)
+    """Rank r of each adapter."""
+    alpha: float = Field(32.0, gt=0)
+    """Scaling numerator: the update is (alpha / rank) * B @ A."""
+    dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout on the adapters' input."""
+    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                               "up_proj", "down_proj"])
+    """Names of the linear layers that get adapters."""
+
+
+class CheckpointConfig(Strict):
+    """`checkpoints/step_N/`: kept checkpoints every `interval` steps and after the last, plus one
+    resumable state that each newer one replaces, so `--resume` works after any crash."""
+
+    interval: int = Field(0, ge=0)
+    """Keep a checkpoint every N steps (0: only after the last step)."""
+    keep: int = Field(1, ge=1)
+    """Kept checkpoints on disk, newest first (older ones are deleted)."""
+    resume_every_s: float = Field(300.0, ge=0)
+    """Also write a resumable state when this many seconds have passed since the last checkpoint
+    (0: after every step); it replaces the previous one, so a crash loses at most this interval."""
+    final_optimizer: bool = True
+    """The last step's checkpoint holds the optimizer state too (then `--resume --max_steps M` extends
+    the run exactly); false: weights only, a third of the bytes, and an extended run restarts AdamW.
+    Every other checkpoint keeps it: it exists to resume."""
+
+
+class TrainerConfig(Strict):
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    loss: LossConfig = Field(default_factory=LossConfig)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the trainer computes: `auto` is CUDA when present, else the CPU."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Compute dtype (`auto`: bfloat16 on CUDA, float32 on the CPU). Weights and optimizer state stay
+    float32 (master weights); bfloat16 runs the forward and backward passes under autocast."""
+    compile: bool = False
+    """`torch.compile` each decoder layer."""
+    activation_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass (less memory, ~30% more compute)."""
+    world_size: int = Field(1, ge=1)
+    """Trainer ranks on the CPU (gloo, under torchrun). On GPUs `[deployment].trainer_gpus` (or
+    `[slurm]`) sets the ranks, one per GPU."""
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    """What `checkpoints/` keeps."""
+    keep_broadcasts: int = Field(2, ge=1)
+    """Weight broadcasts kept on disk (older ones are deleted)."""
+    lora: LoraConfig | None = None
+    """Train LoRA adapters instead of every weight (`[trainer.lora]`); None (the default): full fine-tuning."""

@@ -1,0 +1,53 @@
+"""OpenAI clients for `BaseEnv`'s rollouts, sharing one HTTP connection pool per event loop.
+
+Creating an `httpx.AsyncClient` costs tens of milliseconds (TLS context, pools); one per rollout
+would dominate fast environments. Each rollout gets its own `AsyncOpenAI` (its own gateway base
+URL) on top of the loop's shared pool. The env host that owns the loop closes the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+
+import httpx
+import openai
+
+MODEL_TIMEOUT_S = 600.0
+
+_pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]" = weakref.WeakKeyDictionary()
+
+
+def _pool() -> httpx.AsyncClient:
+    loop = asyncio.get_running_loop()
+    client = _pools.get(loop)
+    if client is None or client.is_closed:
+        limits = httpx.Limits(max_connections=1024, max_keepalive_connections=256)
+        client = _pools[loop] = httpx.AsyncClient(timeout=MODEL_TIMEOUT_S, limits=limits)
+    return client
+
+
+def model_client(base_url: str) -> openai.AsyncOpenAI:
+    """A client for one rollout's gateway URL (no retries: a failed call is the rollout's `model_error`)."""
+    return openai.AsyncOpenAI(base_url=base_url, api_key="looprl", http_client=_pool(), max_retries=0)
+
+
+async def warm_up() -> None:
+    """Pay the first-use costs now, not inside the first rollout: this loop's pool (building its SSL
+    context) and the SDK's first request and response (type hints it evaluates once, blocking the loop
+    for up to a second on a busy machine). Env workers call it before they take rollouts."""
+    _pool()
+    reply = {"id": "warm-up", "object": "chat.completion", "created": 0, "model": "warm-up", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}]}
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=reply))
+    async with httpx.AsyncClient(transport=transport) as http:
+        client = openai.AsyncOpenAI(base_url="http://warm-up/v1", api_key="looprl", http_client=http, max_retries=0)
+        await client.chat.completions.create(model="warm-up", messages=[{"role": "user", "content": ""}],
+                                             tools=[{"type": "function", "function": {"name": "f"}}])
+
+
+async def aclose_pool() -> None:
+    """Close this loop's shared pool (env hosts call it when they shut down)."""
+    client = _pools.pop(asyncio.get_running_loop(), None)
+    if client is not None:
+        await client.aclose()

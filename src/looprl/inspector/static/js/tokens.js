@@ -1,0 +1,73 @@
+// The Tokens tab: each model call's completion tokens, coloured by the sampler's logprob (the darker,
+// the less likely), with the loss mask (tokens the loss trained on are underlined; the rest are
+// hatched) and, when the store recorded them, the trainer's logprob and the per-token mismatch.
+
+import { h, num } from "./dom.js";
+
+// 0 (certain) .. 1 (logprob -5 or below)
+function surprise(logprob) { return Math.min(1, Math.max(0, -logprob / 5)); }
+
+function token(view, call, i) {
+  const id = call.token_ids[i];
+  const text = call.texts ? call.texts[i] : `#${id}`;
+  const lp = call.logprobs ? call.logprobs[i] : null;
+  const tlp = call.trainer_logprobs ? call.trainer_logprobs[i] : null;
+  const title = [`token ${id}`, call.texts ? JSON.stringify(text) : null, lp !== null ? `sampler logprob ${num(lp, 4)} (p=${num(Math.exp(lp), 3)})` : "no logprob",
+    tlp !== null && tlp !== undefined ? `trainer logprob ${num(tlp, 4)} · mismatch ${num(tlp - lp, 4)}` : null,
+    call.trained ? "trained" : "not trained"].filter(Boolean).join("\n");
+  const el = h("span", { class: `tok${call.trained ? " trained" : " untrained"}${call.texts ? "" : " ids"}`, title, tabindex: "-1", dataset: { i } },
+    text.replace(/\n/g, "↵\n").replace(/\t/g, "→") || "∅");
+  if (lp !== null) el.style.setProperty("--s", surprise(lp).toFixed(3));
+  return el;
+}
+
+function table(call) {
+  const rows = call.token_ids.map((id, i) => {
+    const lp = call.logprobs ? call.logprobs[i] : null;
+    const tlp = call.trainer_logprobs ? call.trainer_logprobs[i] : null;
+    return h("tr", {},
+      h("td", { class: "num", text: i }),
+      h("td", { class: "mono", text: call.texts ? JSON.stringify(call.texts[i]) : "" }),
+      h("td", { class: "num mono", text: id }),
+      h("td", { class: "num", text: num(lp, 4) }),
+      h("td", { class: "num", text: tlp === null ? "—" : num(tlp, 4) }),
+      h("td", { class: "num", text: tlp === null || lp === null ? "—" : num(tlp - lp, 4) }),
+      h("td", { text: call.trained ? "yes" : "no" }));
+  });
+  return h("table", { class: "table compact token-table" },
+    h("thead", {}, h("tr", {}, ["#", "Text", "Id", "Sampler logprob", "Trainer logprob", "Mismatch", "Trained"].map((t) => h("th", { text: t })))),
+    h("tbody", {}, rows));
+}
+
+function callBlock(view, call) {
+  const lps = call.logprobs || [];
+  const mean = lps.length ? lps.reduce((a, b) => a + b, 0) / lps.length : null;
+  const mism = call.trainer_logprobs && lps.length ? call.trainer_logprobs.map((t, i) => Math.abs(t - lps[i])) : null;
+  const details = h("details", { class: "token-details" }, h("summary", { text: "Per-token table" }));
+  details.addEventListener("toggle", () => { if (details.open && details.children.length === 1) details.append(table(call)); }, { once: false });
+  return h("section", { class: "token-call", dataset: { call: call.idx } },
+    h("div", { class: "token-call-head" },
+      h("b", { text: `Call ${call.idx}` }),
+      h("span", { class: "mono small", text: call.status !== 200 ? `HTTP ${call.status}` : call.finish_reason || "—" }),
+      h("span", { class: "muted small", text: `${call.token_ids.length} tokens` }),
+      mean !== null ? h("span", { class: "muted small", text: `mean logprob ${num(mean, 3)}` }) : null,
+      h("span", { class: `badge ${call.trained ? "reason-ok" : "kind"}`, text: call.trained ? "trained" : "not trained" }),
+      mism ? h("span", { class: "muted small", text: `max |mismatch| ${num(Math.max(...mism), 4)}` }) : null),
+    call.token_ids.length ? h("div", { class: "tokens", role: "group", "aria-label": `completion tokens of call ${call.idx}` },
+      call.token_ids.map((_, i) => token(view, call, i))) : h("div", { class: "muted small", text: "No completion token ids recorded for this call." }),
+    call.token_ids.length ? details : null);
+}
+
+export function renderTokens(view) {
+  const legend = h("div", { class: "token-legend small" },
+    h("span", { class: "tok legend-tok", style: null }, "likely"), " → ",
+    h("span", { class: "tok legend-tok unlikely" }, "unlikely"), " (sampler logprob) · ",
+    h("span", { class: "tok trained" }, "trained"), " ",
+    h("span", { class: "tok untrained" }, "not trained"), " (loss mask)");
+  return h("div", { class: "token-view" },
+    h("div", { class: "note", dataset: { part: "trained" }, text: `Loss: ${view.why}.` }),
+    h("div", { class: "muted small" }, view.tokenizer ? `Decoded with the tokenizer in ${view.tokenizer}.` : "No local tokenizer for this run's model: showing token ids."),
+    view.trainer_logprobs_recorded ? null : h("div", { class: "note", dataset: { part: "trainer" }, text: "Trainer logprobs not recorded for this run." }),
+    legend,
+    view.calls.length ? view.calls.map((c) => callBlock(view, c)) : h("div", { class: "empty", text: "No model calls recorded." }));
+}

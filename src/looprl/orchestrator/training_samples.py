@@ -1,0 +1,66 @@
+"""Training samples from the model calls the gateway recorded for one rollout.
+
+Multi-turn rollouts call the model several times. When a call's prompt token ids start with the
+previous call's prompt + completion token ids (the usual chat loop: the transcript only grows), the
+calls merge into one sequence: the new prompt tokens (the template's turn markers, tool results,
+the user's next message) join without loss, the completion's tokens with loss. A call whose prompt
+does not extend the sequence (the env rewrote the history, or the template re-rendered earlier
+turns differently) starts a new sample. Each sample carries the rollout's advantage.
+
+Calls without token ids or logprobs (a failed call, an upstream without vLLM's token extensions)
+cannot be trained on and are left out; the next trainable call then starts a new sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from looprl.store.records import ModelCall
+
+
+class TrainingSample(BaseModel):
+    """One token sequence of a rollout, with the tokens the model generated marked for the loss.
+
+    Built here, packed into micro-batches by `orchestrator.packing`; it never leaves the orchestrator.
+    Every per-token list is aligned with `token_ids`.
+    """
+
+    rollout_id: str
+    token_ids: list[int]
+    loss_mask: list[bool]
+    """True for tokens the model generated (completions); False for prompts, tool output, templates."""
+    inference_logprobs: list[float]
+    """The engine's logprob of each generated token; 0.0 where `loss_mask` is False."""
+    advantage: float
+
+    @property
+    def loss_tokens(self) -> int:
+        return sum(self.loss_mask)
+
+
+def build_samples(rollout_id: str, calls: Sequence[ModelCall], advantage: float) -> list[TrainingSample]:
+    """The rollout's training samples, in call order."""
+    samples: list[TrainingSample] = []
+    current: TrainingSample | None = None
+    for call in sorted(calls, key=lambda c: c.idx):
+        if not call.trainable:
+            current = None
+            continue
+        prompt, completion = call.prompt_token_ids or [], call.completion_token_ids or []
+        if current is not None and extends(prompt, current.token_ids):
+            new_prompt = prompt[len(current.token_ids):]
+        else:
+            current = TrainingSample(rollout_id=rollout_id, token_ids=[], loss_mask=[], inference_logprobs=[],
+                                     advantage=advantage)
+            samples.append(current)
+            new_prompt = prompt
+        current.token_ids += new_prompt + completion
+        current.loss_mask += [False] * len(new_prompt) + [True] * len(completion)
+        current.inference_logprobs += [0.0] * len(new_prompt) + list(call.completion_logprobs or [])
+    return samples
+
+
+def extends(prompt: Sequence[int], sequence: Sequence[int]) -> bool:
+    return len(prompt) >= len(sequence) and list(prompt[: len(sequence)]) == list(sequence)

@@ -1,0 +1,39 @@
+"""Running one group of sibling rollouts through an env host and the gateway.
+
+Opens a gateway session per rollout (so every model call is attributed), asks the env host to run
+the group, closes the sessions and returns each result with its recorded model calls.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Protocol
+
+from looprl.envs.types import DatasetSplit, Example, GroupRequest, RolloutResult
+from looprl.gateway.app import Gateway
+from looprl.store.records import ModelCall
+
+
+class EnvHost(Protocol):
+    """What the orchestrator needs from wherever env code runs (a thread, or env server processes)."""
+
+    async def submit_group(self, request: GroupRequest) -> list[RolloutResult]: ...
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+async def rollout_group(host: EnvHost, gateway: Gateway, base_url_template: str, example: Example,
+                        split: DatasetSplit, group_size: int, model: str,
+                        timeout_s: float | None = None) -> list[tuple[RolloutResult, list[ModelCall]]]:
+    request = GroupRequest(group_id=new_id(), example=example, split=split,
+                           rollout_ids=[new_id() for _ in range(group_size)], model=model,
+                           base_url_template=base_url_template, timeout_s=timeout_s)
+    for rid in request.rollout_ids:
+        gateway.open_session(rid)
+    try:
+        results = await host.submit_group(request)
+    finally:
+        calls = {rid: gateway.close_session(rid) for rid in request.rollout_ids}
+    return [(r, calls.get(r.rollout_id, [])) for r in results]

@@ -1,0 +1,83 @@
+"""Schema migrations: a store written by an older looprl is brought to `SCHEMA_VERSION` when opened.
+
+`MIGRATIONS[v]` takes a store from version v to v + 1; `upgrade` applies the missing ones in one
+transaction and then creates whatever the current `SCHEMA` adds (tables and indexes are
+`IF NOT EXISTS`). The writer upgrades on open. Readers open read-only, so `upgrade_file` opens an
+older store read-write once, just for the migration; a reader then finds it current. A migration is
+frozen history: it spells out its own SQL and logic instead of calling code that may change later.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+
+from looprl.errors import UserError
+from looprl.store.schema import SCHEMA, SCHEMA_VERSION
+
+
+def _v1_to_v2(conn: sqlite3.Connection) -> None:
+    """Add `rollouts.zero_filled` and fill it the way the inspector derived it from schema 1: a scored
+    rollout (non-NULL reward) lacks the components any rollout of its scope emitted, the scope being
+    the run, split and step in an `rl` run (one batch) and the run and split in an `eval` run."""
+    conn.execute("ALTER TABLE rollouts ADD COLUMN zero_filled TEXT NOT NULL DEFAULT '[]'")
+    kinds = dict(conn.execute("SELECT run_id, kind FROM runs").fetchall())
+    rows = [(rollout_id, (run_id, split, 0 if kinds.get(run_id) == "eval" else step), set(json.loads(rewards)), reward)
+            for rollout_id, run_id, split, step, rewards, reward
+            in conn.execute("SELECT rollout_id, run_id, split, step, rewards, reward FROM rollouts").fetchall()]
+    names: dict[tuple[str, str, int], set[str]] = {}
+    for _, scope, emitted, _ in rows:
+        names.setdefault(scope, set()).update(emitted)
+    conn.executemany("UPDATE rollouts SET zero_filled=? WHERE rollout_id=?",
+                     [(json.dumps(sorted(names[scope] - emitted)), rollout_id)
+                      for rollout_id, scope, emitted, reward in rows if reward is not None and names[scope] - emitted])
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2}
+"""From-version -> migration to the next version."""
+
+
+def user_version(conn: sqlite3.Connection) -> int:
+    return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def check_known(version: int, path: Path) -> None:
+    if version > SCHEMA_VERSION:
+        raise UserError(f"{path} was written by a newer looprl (schema {version} > {SCHEMA_VERSION}); upgrade looprl")
+
+
+def upgrade(conn: sqlite3.Connection, path: Path) -> None:
+    """Bring the store on `conn` (autocommit mode) to `SCHEMA_VERSION`, creating it when new."""
+    if user_version(conn) == 0:
+        conn.executescript(SCHEMA)  # a new store: its version is set once its tables exist
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = user_version(conn)  # read again under the lock: another process may have migrated
+        check_known(version, path)
+        for v in range(version or SCHEMA_VERSION, SCHEMA_VERSION):
+            MIGRATIONS[v](conn)
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    conn.executescript(SCHEMA)  # what a migrated store lacks of the current schema (all IF NOT EXISTS)
+
+
+def upgrade_file(path: Path) -> None:
+    """Migrate the store at `path` if it is older than `SCHEMA_VERSION` (a reader's open path)."""
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+        version = user_version(conn)
+    check_known(version, path)
+    if version in (0, SCHEMA_VERSION):  # 0: the writer is creating it
+        return
+    try:
+        with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+            conn.execute("PRAGMA busy_timeout=10000")
+            upgrade(conn, path)
+    except sqlite3.OperationalError as e:
+        raise UserError(f"{path} has schema {version} and needs migrating to {SCHEMA_VERSION}, "
+                        f"which needs write access: {e}") from e

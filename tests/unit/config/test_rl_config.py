@@ -1,0 +1,57 @@
+"""The rl config: shipped TOML files parse, cross-field checks name the key, --dry-run writes the resolved file."""
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from looprl.cli import main
+from looprl.config import RLConfig, load_config, read_run_config
+from looprl.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[3]
+SHIPPED = sorted(ROOT.glob("examples/**/rl*.toml"))
+
+
+def test_there_are_shipped_rl_configs():
+    assert SHIPPED
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_shipped_rl_config_parses(path):
+    cfg = load_config(RLConfig, ["@", str(path)])
+    assert cfg.env.source and cfg.max_steps >= 1
+
+
+def test_batch_size_must_be_whole_groups():
+    with pytest.raises(UserError, match="orchestrator: Value error, batch_size"):
+        load_config(RLConfig, ["--env.source", "x.py:E", "--orchestrator.batch_size", "10", "--orchestrator.group_size", "4"])
+
+
+def test_unknown_keys_name_their_path():
+    with pytest.raises(UserError, match="orchestrator.groupsize"):
+        load_config(RLConfig, ["--env.source", "x.py:E", "--orchestrator.groupsize", "4"])
+
+
+def test_dry_run_writes_the_resolved_config_and_it_reads_back(tmp_path, capsys):
+    out = tmp_path / "run"
+    status = main(["rl", "@", str(ROOT / "examples/demo/rl.toml"), "--max_steps", "2", "--orchestrator.group_size", "4",
+                   "--output_dir", str(out), "--dry-run"])
+    assert status == 0 and "config.toml" in capsys.readouterr().out
+    written = tomllib.loads((out / "config.toml").read_text())
+    assert written["max_steps"] == 2 and written["orchestrator"]["group_size"] == 4
+    assert read_run_config(out) == load_config(RLConfig, ["@", str(ROOT / "examples/demo/rl.toml"), "--max_steps", "2",
+                                                           "--orchestrator.group_size", "4", "--output_dir", str(out)])
+    assert not (out / "looprl.db").exists()
+
+
+def test_a_run_directory_is_not_overwritten(tmp_path, capsys):
+    (tmp_path / "looprl.db").touch()
+    status = main(["rl", "@", str(ROOT / "examples/demo/rl.toml"), "--output_dir", str(tmp_path)])
+    assert status == 2 and "--resume" in capsys.readouterr().err
+
+
+def test_resume_needs_a_run(tmp_path, capsys):
+    """Before its first checkpoint a run resumes from step 0 (`test_resume`); without a run there is nothing to resume."""
+    status = main(["rl", "@", str(ROOT / "examples/demo/rl.toml"), "--output_dir", str(tmp_path), "--resume"])
+    assert status == 2 and "no run to resume" in capsys.readouterr().err

@@ -1,0 +1,65 @@
+"""The inspector's explaining endpoints: reward arithmetic and group baseline, tokens and the loss mask,
+siblings' replies, an example's history, search snippets, reward histograms, HTML error pages."""
+
+import json
+import sqlite3
+
+from fastapi.testclient import TestClient
+
+from looprl.inspector.app import create_app
+
+API = "/api/runs/toy-run"
+
+
+def test_reward_arithmetic_and_baseline(client):
+    ex = client.get(f"{API}/rollouts/train-0-1/explain").json()
+    assert ex["weights"] == {} and not ex["weights_configured"]
+    assert ex["terms"] == [{"name": "correct", "value": 0.0, "weight": 1.0, "contribution": 0.0}] and ex["total"] == 0.0
+    b = ex["baseline"]
+    assert [m["reward"] for m in b["members"]] == [1.5, 0.0] and b["mean"] == 0.75 and b["std"] == 0.75
+    assert b["advantage"] == -0.75 and not b["skipped"] and not b["normalize_std"]
+    assert client.get(f"{API}/rollouts/eval-2-0/explain").json()["baseline"] is None  # eval: no advantage
+    failed = client.get(f"{API}/rollouts/train-0-2/explain").json()["baseline"]  # a failure stays out of the mean
+    assert [m["counted"] for m in failed["members"]] == [False, True] and failed["mean"] == 1.5 and failed["skipped"]
+
+
+def test_weights_and_std_from_the_run_config(run_dir):
+    with sqlite3.connect(run_dir / "looprl.db") as db:
+        db.execute("UPDATE runs SET config=?", (json.dumps({"orchestrator": {
+            "reward_weights": {"format": 2.0}, "normalize_std": True}}),))
+    with TestClient(create_app([run_dir])) as c:
+        ex = c.get(f"{API}/rollouts/train-0-0/explain").json()
+    assert {t["name"]: t["contribution"] for t in ex["terms"]} == {"correct": 1.0, "format": 1.0}
+    assert ex["weights_configured"] and ex["baseline"]["normalize_std"]
+    assert abs(ex["baseline"]["advantage"] - 0.75 / (0.75 + 1e-6)) < 1e-9
+
+
+def test_tokens_loss_mask_and_missing_trainer_logprobs(client):
+    view = client.get(f"{API}/rollouts/train-0-0/tokens").json()
+    assert view["trained"] and not view["trainer_logprobs_recorded"] and view["tokenizer"] is None
+    assert [c["trained"] for c in view["calls"]] == [False, False]  # no token ids recorded: nothing to train on
+    assert not client.get(f"{API}/rollouts/eval-2-0/tokens").json()["trained"]
+
+
+def test_replies_history_snippets_histogram(client):
+    assert client.get(f"{API}/rollouts/train-0-0/replies").json() == {"train-0-0": "The answer is 4.", "train-0-1": "The answer is 4."}
+    points = client.get(f"{API}/examples/ex0/history").json()["points"]
+    assert [(p["split"], p["step"], p["rollouts"]) for p in points] == [("train", 0, 2), ("train", 1, 2), ("train", 2, 2), ("eval", 2, 2)]
+    assert points[2]["scored"] == 1 and points[2]["mean_reward"] == 2.0
+    snips = client.get(f"{API}/snippets", params={"q": "needle", "ids": ["train-1-4", "train-0-0"]}).json()
+    assert list(snips) == ["train-1-4"] and snips["train-1-4"]["match"] == "needle"
+    assert snips["train-1-4"]["where"] == "message #2 (user)" and snips["train-1-4"]["after"] == " in the haystack"
+    log = client.get(f"{API}/snippets", params={"q": "UNIQUE-log", "ids": ["train-1-5"]}).json()["train-1-5"]
+    assert log["where"] == "log record (toy)" and log["match"] == "unique-log"
+    hist = client.get(f"{API}/reward_histogram", params={"split": "train", "bins": 4}).json()
+    assert hist["lo"] == 0.0 and hist["hi"] == 2.0 and hist["steps"] == [0, 1, 2]
+    assert [sum(c) for c in hist["counts"]] == [3, 2, 1]
+
+
+def test_unknown_pages_are_html_and_the_api_stays_json(client):
+    for path in ("/runs/nope", "/runs/toy-run/rollouts/nope", "/nowhere"):
+        r = client.get(path)
+        assert r.status_code == 404 and r.headers["content-type"].startswith("text/html") and "All runs" in r.text
+    assert "Back to run toy-run" in client.get("/runs/toy-run/rollouts/nope").text
+    assert client.get("/api/runs/nope").json() == {"detail": "no run 'nope'"}
+    assert client.get(f"{API}/rollouts/nope/explain").status_code == 404

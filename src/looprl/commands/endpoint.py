@@ -19,7 +19,7 @@ def model_endpoint(stack: contextlib.ExitStack, base_url: str | None, model: str
     from looprl.config import InferenceConfig
     from looprl.models import DEFAULT_MODEL
 
-    print(f"starting the {backend} engine on {model or DEFAULT_MODEL}… (log: {engine_log})", flush=True)
+    print(f"starting engine {model or DEFAULT_MODEL} ({backend})… (log: {engine_log})", flush=True)
     started = time.monotonic()
     cfg = InferenceConfig(backend=backend, vllm_python=vllm_python)  # type: ignore[arg-type]
     engine = stack.enter_context(engine_process(cfg, model or DEFAULT_MODEL, engine_log))

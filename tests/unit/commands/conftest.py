@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-import looprl.inference.process
+import looprl.inference.backends
 
 
 class FakeEngine:
@@ -35,5 +35,5 @@ def engine(monkeypatch):
     """The fake engine class; set `engine.base_url` to serve, else starting it fails the command."""
     monkeypatch.setattr(FakeEngine, "started", [])
     monkeypatch.setattr(FakeEngine, "base_url", "")
-    monkeypatch.setattr(looprl.inference.process, "EngineProcess", FakeEngine)
+    monkeypatch.setattr(looprl.inference.backends, "EngineProcess", FakeEngine)  # what engine_process starts
     return FakeEngine

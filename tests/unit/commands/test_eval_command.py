@@ -65,7 +65,7 @@ def test_eval_announces_the_engine_and_reports_progress_when_piped(engine, tmp_p
         engine.base_url = server.base_url
         assert main(["eval", ENV, "--split", "train", "-n", "3", "-r", "2", "-o", str(out)]) == 0
     stdout = capsys.readouterr().out
-    assert "starting engine smollm2-135m-instruct…" in stdout and re.search(r"engine ready in \d+\.\d+s", stdout)
+    assert "starting engine smollm2-135m-instruct (embedded)…" in stdout and re.search(r"engine ready in \d+\.\d+s", stdout)
     assert stdout.index("engine ready") < stdout.index("rollouts: 0/6 done")
     assert re.search(r"rollouts · mean reward \d\.\d{3}: 6/6 done", stdout)
     assert engine.started == [out / "logs" / "inference.log"]

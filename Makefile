@@ -1,4 +1,4 @@
-# looprl: `make demo` runs the CPU demo on the bundled model, `make test` runs the test suite.
+# looprl: `make demo` runs the CPU demo on the bundled model, `make test` runs lint and then the test suite.
 # Both install what they need first (a .venv at the repository root).
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: install vllm demo test bench clean
+.PHONY: install vllm demo lint test bench clean
 
 install: $(STAMP)
 
@@ -43,7 +43,14 @@ demo: install
 	@echo "Per-step metrics:   $(VENV)/bin/looprl metrics runs/demo"
 	@echo "Rollouts (web UI):  $(VENV)/bin/looprl inspect runs/demo"
 
-test: install vllm /usr/bin/chromium
+# ruff (style, imports), mypy (types; the user contract strictly) and import-linter (the import contracts in
+# pyproject.toml); PYTHONPATH=src so import-linter reads this tree's package, and no cache lands in src/.
+lint: install
+	$(VENV)/bin/ruff check src tests bench examples scripts
+	PYTHONPATH=src $(VENV)/bin/mypy src/looprl
+	PYTHONPATH=src $(VENV)/bin/lint-imports --no-cache
+
+test: install lint vllm /usr/bin/chromium
 	$(PY) -m pytest -q
 
 bench: install

@@ -22,11 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from looprl.envs.types import GroupRequest  # noqa: E402
-from looprl.envserver.host import EnvServerHost  # noqa: E402
-from looprl.session.groups import new_id  # noqa: E402
-from tests.support.harness import example  # noqa: E402
-from tests.support.scripted_server import Reply, ScriptedServer  # noqa: E402
+from tests.support.harness import example
+from tests.support.scripted_server import Reply, ScriptedServer
+
+from looprl.envs.types import GroupRequest
+from looprl.envserver.host import EnvServerHost
+from looprl.session.groups import new_id
 
 ENV = textwrap.dedent('''
     import asyncio, logging

@@ -22,9 +22,9 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from looprl.config import InferenceConfig
 from looprl.inference.backends import engine_process
 from looprl.inference.process import EngineProcess
-from looprl.config import InferenceConfig
 from looprl.models import DEFAULT_MODEL, load_model_and_tokenizer
 
 TOPICS = ["the sea", "a lighthouse", "coffee", "trains", "a lost key", "winter", "a robot", "the moon",

@@ -20,8 +20,8 @@ import sqlite3
 import statistics
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
 
 import httpx
 import uvicorn

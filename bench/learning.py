@@ -72,8 +72,8 @@ def run_trl(args: argparse.Namespace) -> list[tuple[float, float]]:
 
     scored_at: list[float] = []  # when each step's rewards were computed (generation done, before training)
 
-    def component(name: str):  # noqa: ANN202
-        def reward(completions, answer, **_):  # noqa: ANN001, ANN202
+    def component(name: str):
+        def reward(completions, answer, **_):
             scored_at.append(time.time() - started)
             return [demo.score(c[-1]["content"].strip(), a)[name] for c, a in zip(completions, answer)]
         reward.__name__ = name
@@ -82,11 +82,11 @@ def run_trl(args: argparse.Namespace) -> list[tuple[float, float]]:
     points: list[tuple[float, float]] = []
 
     class Clock(TrainerCallback):
-        def on_log(self, _args, state, control, logs=None, **kw):  # noqa: ANN001, ANN201
+        def on_log(self, _args, state, control, logs=None, **kw):
             if logs and "reward" in logs:
                 points.append((scored_at[-1], logs["reward"]))
 
-        def on_step_end(self, _args, state, control, **kw):  # noqa: ANN001, ANN201
+        def on_step_end(self, _args, state, control, **kw):
             control.should_training_stop = time.time() - started > args.budget_s
 
     config = GRPOConfig(

@@ -18,10 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from looprl.envs import BaseEnv, Dataset  # noqa: E402
-from looprl.envserver.capture import install_capture  # noqa: E402
-from tests.support.harness import example, run_groups  # noqa: E402
-from tests.support.scripted_server import Reply, ScriptedServer  # noqa: E402
+from tests.support.harness import example, run_groups
+from tests.support.scripted_server import Reply, ScriptedServer
+
+from looprl.envs import BaseEnv, Dataset
+from looprl.envserver.capture import install_capture
 
 logger = logging.getLogger("bench_env")
 

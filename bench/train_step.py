@@ -27,9 +27,9 @@ import torch
 
 from looprl.config import OrchestratorConfig
 from looprl.models import DEFAULT_MODEL
-from looprl.session.advantages import group_advantages
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.training_samples import TrainingSample
+from looprl.session.advantages import group_advantages
 from looprl.trainer.logprobs import token_logprobs
 from looprl.trainer.loss import clipped
 from looprl.trainer.model import load_policy

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from tests.unit.inspector.fake_store import XSS_LOG, XSS_MESSAGE, XSS_TOOL, build_store
 
 pytestmark = pytest.mark.browser
@@ -309,8 +308,9 @@ def test_runs_compared_and_error_pages(page):
 
 def test_a_run_being_written_updates_without_a_reload(page, base_url):
     """Last in this module: it adds a rollout to the shared store."""
-    from looprl.store.writer import RunStoreWriter
     from tests.unit.inspector.fake_store import record
+
+    from looprl.store.writer import RunStoreWriter
 
     expect = sync_api.expect
     page.goto("/runs/toy-run?tab=eval")

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pexpect
 import pytest
-
 from tests.integration.test_eval_cli import ROOT, calculate, looprl, solve
 from tests.support.scripted_server import ScriptedServer
 

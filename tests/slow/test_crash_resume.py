@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.integration.test_rl_cli import ROOT, config, looprl, store_steps
 
 from looprl.paths import batch_path, progress_path, trainer_report_path
-from tests.integration.test_rl_cli import ROOT, config, looprl, store_steps
 
 STEPS = 4
 

@@ -15,15 +15,15 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from looprl.inference.backends import engine_process
 from looprl.config import InferenceConfig
+from looprl.config.trainer import LoraConfig
+from looprl.inference.backends import engine_process
 from looprl.models import DEFAULT_MODEL, load_model_and_tokenizer, resolve_model
 from looprl.orchestrator.training_samples import build_samples, extends
 from looprl.store.records import ModelCall
 from looprl.trainer.broadcast import broadcast_weights
-from looprl.trainer.config import LoraConfig
-from looprl.trainer.loss.kl import token_kl
 from looprl.trainer.lora import add_lora
+from looprl.trainer.loss.kl import token_kl
 
 pytestmark = pytest.mark.slow
 LORA_RANK = 8

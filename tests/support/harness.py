@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.support.scripted_server import ScriptedServer
+
 from looprl.config import SamplingParams
 from looprl.envs.environment import Environment
 from looprl.envs.types import Example, RolloutResult
@@ -9,7 +11,6 @@ from looprl.envserver.thread_host import ThreadEnvHost
 from looprl.gateway.app import Gateway
 from looprl.session.groups import rollout_group
 from looprl.store.records import ModelCall
-from tests.support.scripted_server import ScriptedServer
 
 
 def example(prompt: str = "hi", **args) -> Example:

@@ -15,8 +15,8 @@ def model_endpoint(stack: contextlib.ExitStack, base_url: str | None, model: str
     starts and when it is ready: start-up takes seconds to minutes."""
     if base_url:
         return base_url, model or "default"
-    from looprl.inference.backends import engine_process
     from looprl.config import InferenceConfig
+    from looprl.inference.backends import engine_process
     from looprl.models import DEFAULT_MODEL
 
     print(f"starting engine {model or DEFAULT_MODEL} ({backend})… (log: {engine_log})", flush=True)

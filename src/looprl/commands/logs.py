@@ -43,8 +43,8 @@ def _level(name: str) -> int:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from looprl.store.reader import RunStoreReader
     from looprl.commands.rollouts import rollout_summary
+    from looprl.store.reader import RunStoreReader
 
     reader = RunStoreReader(args.run_dir)
     level = _level(args.level)

@@ -57,4 +57,4 @@ def stop_on_error(env: Environment) -> None:
                 async with context(*args) as value:
                     yield value
 
-        setattr(env, "rollout_context", rollout_context)
+        env.rollout_context = rollout_context

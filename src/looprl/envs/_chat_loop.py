@@ -64,7 +64,7 @@ def tool_result_text(name: str, result: Any) -> str:
                         f"JSON-serialisable ({e})") from None
 
 
-async def run_chat_loop(env: "BaseEnv", rollout: "BaseRollout", client: openai.AsyncOpenAI, model: str,
+async def run_chat_loop(env: BaseEnv, rollout: BaseRollout, client: openai.AsyncOpenAI, model: str,
                         tools: list[Tool]) -> None:
     """Run the model/tool loop until a termination reason is set on `rollout`."""
     tool_names = {t["function"]["name"] for t in tools}
@@ -104,7 +104,7 @@ async def run_chat_loop(env: "BaseEnv", rollout: "BaseRollout", client: openai.A
             rollout.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
 
 
-async def _run_one_tool(env: "BaseEnv", rollout_id: str, name: str, arguments: str, tool_names: set[str]) -> str:
+async def _run_one_tool(env: BaseEnv, rollout_id: str, name: str, arguments: str, tool_names: set[str]) -> str:
     """The tool message content for one call: the tool's result, or what the model got wrong."""
     if name not in tool_names:
         available = ", ".join(sorted(tool_names)) or "none"

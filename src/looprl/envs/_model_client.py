@@ -15,7 +15,7 @@ import openai
 
 MODEL_TIMEOUT_S = 600.0
 
-_pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]" = weakref.WeakKeyDictionary()
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
 
 
 def _pool() -> httpx.AsyncClient:

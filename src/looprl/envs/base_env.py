@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import openai
 

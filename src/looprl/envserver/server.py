@@ -45,9 +45,24 @@ from pydantic import BaseModel
 from looprl.envs.types import DatasetSplit, Example, GroupRequest, LogRecordData, RolloutResult
 from looprl.envserver.capture import LogLimits, failure_record
 from looprl.envserver.loading import env_name
-from looprl.envserver.protocol import (MAX_LINE_BYTES, CreateDataset, DatasetReady, GroupDone, GroupHookStarted,
-                                       RequestFailed, RolloutLog, RolloutSettled, RunGroup, ScoreGroup, WorkerBlocked,
-                                       WorkerConfig, WorkerFailed, WorkerReady, decode_from_worker, encode)
+from looprl.envserver.protocol import (
+    MAX_LINE_BYTES,
+    CreateDataset,
+    DatasetReady,
+    GroupDone,
+    GroupHookStarted,
+    RequestFailed,
+    RolloutLog,
+    RolloutSettled,
+    RunGroup,
+    ScoreGroup,
+    WorkerBlocked,
+    WorkerConfig,
+    WorkerFailed,
+    WorkerReady,
+    decode_from_worker,
+    encode,
+)
 from looprl.envserver.runtime import failed_results
 from looprl.errors import UserError
 from looprl.paths import env_server_log_path, env_worker_log_path
@@ -355,7 +370,7 @@ class EnvServer:
             return
         request = pending.request
         unsettled = [rid for rid in request.rollout_ids if rid not in pending.settled
-                     or pending.settled[rid].group_pending and pending.group_hook_started]
+                     or (pending.settled[rid].group_pending and pending.group_hook_started)]
         error = (f"rollout exceeded its {request.timeout_s} s timeout and env code did not yield "
                  f"(a blocking call?); env worker {slot.worker_id} was restarted")
         self._kill(slot, dict.fromkeys(unsettled, error),

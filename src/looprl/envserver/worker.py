@@ -40,9 +40,24 @@ from looprl.envs.logging import current_rollout_ids
 from looprl.envs.types import GroupRequest, LogRecordData, RolloutResult
 from looprl.envserver.capture import install_capture
 from looprl.envserver.loading import instantiate, load_env_class
-from looprl.envserver.protocol import (MAX_LINE_BYTES, CreateDataset, DatasetReady, GroupDone, GroupHookStarted,
-                                       RequestFailed, RolloutLog, RolloutSettled, RunGroup, ScoreGroup, WorkerBlocked,
-                                       WorkerConfig, WorkerFailed, WorkerReady, decode_to_worker, encode)
+from looprl.envserver.protocol import (
+    MAX_LINE_BYTES,
+    CreateDataset,
+    DatasetReady,
+    GroupDone,
+    GroupHookStarted,
+    RequestFailed,
+    RolloutLog,
+    RolloutSettled,
+    RunGroup,
+    ScoreGroup,
+    WorkerBlocked,
+    WorkerConfig,
+    WorkerFailed,
+    WorkerReady,
+    decode_to_worker,
+    encode,
+)
 from looprl.envserver.runtime import run_group_captured, score_waiting_captured
 from looprl.envserver.streams import capture_std_streams
 from looprl.envserver.watchdog import Watchdog

@@ -58,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
 def _run_vllm(args: argparse.Namespace) -> int:
     import subprocess
 
-    from looprl.inference.backends import engine_process
     from looprl.config import InferenceConfig
+    from looprl.inference.backends import engine_process
 
     cfg = InferenceConfig(backend="vllm", vllm_python=args.vllm_python, max_batch_size=args.max_batch_size)
     engine = engine_process(cfg, args.model, host=args.host, port=args.port)

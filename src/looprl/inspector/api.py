@@ -10,10 +10,17 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
-from looprl.inspector.catalog import RunCatalog, RunRef
 from looprl.errors import UserError
-from looprl.inspector.models import (RolloutDetail, RolloutPage, RolloutRow, RunMetrics, RunSummary, SplitStats,
-                                     StepMetrics)
+from looprl.inspector.catalog import RunCatalog, RunRef
+from looprl.inspector.models import (
+    RolloutDetail,
+    RolloutPage,
+    RolloutRow,
+    RunMetrics,
+    RunSummary,
+    SplitStats,
+    StepMetrics,
+)
 from looprl.store.reader import SORT_COLUMNS, RolloutFilter, RunStoreReader
 from looprl.store.records import RolloutRecord, RunInfo
 

@@ -36,16 +36,16 @@ from looprl.config import RLConfig
 from looprl.gateway.app import Gateway
 from looprl.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
 from looprl.handoff.files import write_atomic
-from looprl.session.advantages import batch_advantages
 from looprl.orchestrator.example_order import ExampleOrder
 from looprl.orchestrator.inflight import GroupPool
 from looprl.orchestrator.packing import pack
-from looprl.session.rewards import UnusedWeights, mark_zero_filled
 from looprl.orchestrator.step_metrics import rollout_metrics, summary_line
 from looprl.orchestrator.training_samples import build_samples
 from looprl.orchestrator.weights import WeightSync
 from looprl.paths import batch_path, progress_path, rollout_metrics_path, trainer_report_path
 from looprl.session import Group, RolloutSession
+from looprl.session.advantages import batch_advantages
+from looprl.session.rewards import UnusedWeights, mark_zero_filled
 from looprl.store.reader import RunStoreReader
 from looprl.utils.logger import get_logger
 

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from looprl.envs.types import LogRecordData
 from looprl.errors import UserError
-from looprl.store.migrations import check_known, upgrade_file, user_version
 from looprl.paths import db_path
+from looprl.store.migrations import check_known, upgrade_file, user_version
 from looprl.store.records import ModelCall, RolloutRecord, RunInfo
 from looprl.store.schema import ROLLOUT_COLUMNS
 

@@ -67,7 +67,7 @@ class RolloutRecord(RolloutResult):
 
     @classmethod
     def from_result(cls, result: RolloutResult, *, run_id: str, env_name: str, step: int,
-                    reward: float | None, advantage: float | None, model_calls: list[ModelCall]) -> "RolloutRecord":
+                    reward: float | None, advantage: float | None, model_calls: list[ModelCall]) -> RolloutRecord:
         """Join an env's result with the orchestrator's view of it (step, reward, model calls)."""
         return cls(
             **result.model_dump(), run_id=run_id, env_name=env_name, step=step, reward=reward,

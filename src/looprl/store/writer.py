@@ -20,11 +20,12 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from looprl.store.migrations import upgrade
 from looprl.paths import db_path
+from looprl.store.migrations import upgrade
 from looprl.store.records import RolloutRecord, RunInfo
 from looprl.store.schema import ROLLOUT_COLUMNS
 
@@ -121,7 +122,7 @@ class RunStoreWriter:
               rec.pathname, rec.lineno, rec.func, rec.exception) for rec in r.logs],
         )
 
-    def _transaction(self) -> "_Transaction":
+    def _transaction(self) -> _Transaction:
         return _Transaction(self._conn)
 
     def close(self) -> None:

@@ -27,7 +27,7 @@ import logging
 import sys
 import traceback
 from collections.abc import Callable
-from datetime import timezone
+from datetime import UTC
 from typing import Any, TextIO
 
 from loguru._logger import Core, Logger
@@ -73,7 +73,7 @@ def json_line(record: Record) -> str:
     extra = dict(record["extra"])
     exception = record["exception"]
     payload = {
-        "time": record["time"].astimezone(timezone.utc).isoformat(),
+        "time": record["time"].astimezone(UTC).isoformat(),
         "level": record["level"].name,
         "message": record["message"],
         "logger": extra.pop("logger", record["name"]),

@@ -6,9 +6,9 @@ import re
 import sqlite3
 
 import pytest
+from tests.support.scripted_server import Reply, ScriptedServer
 
 from looprl.cli import main
-from tests.support.scripted_server import Reply, ScriptedServer
 
 ENV = "examples/arithmetic/env.py:ArithmeticEnv"
 

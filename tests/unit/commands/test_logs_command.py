@@ -6,14 +6,14 @@ import json
 import sys
 
 import pytest
+from tests.support.harness import example, run_groups
+from tests.support.scripted_server import Reply, ScriptedServer
+from tests.unit.inspector.fake_store import T0, build_store, record
 
 from looprl.cli import main
 from looprl.envserver.loading import instantiate, load_env_class
 from looprl.store.records import RolloutRecord, RunInfo
 from looprl.store.writer import RunStoreWriter
-from tests.support.harness import example, run_groups
-from tests.support.scripted_server import Reply, ScriptedServer
-from tests.unit.inspector.fake_store import T0, build_store, record
 
 ENV_FILE = '''
 import logging

@@ -4,9 +4,9 @@ not train, counts as integers, and `--json` unchanged."""
 import json
 
 import pytest
+from tests.unit.store.rl_steps import build_rl_store
 
 from looprl.cli import main
-from tests.unit.store.rl_steps import build_rl_store
 
 UNTRAINED_STEP = 3
 

@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from tests.unit.inspector.fake_store import build_store
 
 from looprl.cli import main
-from tests.unit.inspector.fake_store import build_store
 
 
 @pytest.fixture

@@ -3,8 +3,9 @@ listed with ✓ or ✗; the temporary run directory (engine log, env logs, store
 
 import tempfile
 
-from looprl.cli import main
 from tests.support.scripted_server import Reply, ScriptedServer
+
+from looprl.cli import main
 
 
 def test_a_class_that_is_not_an_env_is_exit_2_before_the_engine(engine, capsys):

@@ -20,9 +20,8 @@ async def hanging_context():
 
 async def test_the_stack_reaches_the_innermost_await_through_async_with():
     with pytest.raises(TimeoutError):
-        async with deadline(0.05) as stuck:
-            async with AsyncExitStack() as stack:
-                await stack.enter_async_context(hanging_context())
+        async with deadline(0.05) as stuck, AsyncExitStack() as stack:
+            await stack.enter_async_context(hanging_context())
     assert stuck.stack.startswith("Stack for <Task")
     assert "in hanging_context\n    await hang_here()" in stuck.stack
     assert "in hang_here\n    await asyncio.sleep(60)" in stuck.stack

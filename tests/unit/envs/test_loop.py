@@ -1,15 +1,13 @@
 """The BaseEnv loop: every termination reason and failure path, each with its siblings unaffected."""
 
 import asyncio
-import json
-import os
 from contextlib import asynccontextmanager
 
 import pytest
-
-from looprl.envs import BaseEnv, BaseRollout, Dataset, RolloutFailure
 from tests.support.harness import example, run_groups
 from tests.support.scripted_server import Reply, ScriptedServer
+
+from looprl.envs import BaseEnv, BaseRollout, Dataset, RolloutFailure
 
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {
     "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}}]

@@ -4,12 +4,12 @@ import asyncio
 import textwrap
 
 import pytest
+from tests.support.harness import example
+from tests.support.scripted_server import Reply, ScriptedServer
 
 from looprl.envs.types import GroupRequest
 from looprl.envserver.host import EnvServerHost
 from looprl.session.groups import new_id
-from tests.support.harness import example
-from tests.support.scripted_server import Reply, ScriptedServer
 
 ENV = textwrap.dedent('''
     import asyncio, ctypes, logging, os, signal, sys, time, warnings

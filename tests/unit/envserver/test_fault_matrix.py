@@ -21,12 +21,12 @@ import time
 from dataclasses import dataclass
 
 import pytest
+from tests.support.harness import example
+from tests.support.scripted_server import Reply, ScriptedServer
 
 from looprl.envs.types import GroupRequest
 from looprl.envserver.host import EnvServerHost
 from looprl.session.groups import new_id
-from tests.support.harness import example
-from tests.support.scripted_server import Reply, ScriptedServer
 
 MIN_TIMEOUT_S = 2.0
 TIMEOUT_PER_BASELINE = 5
@@ -262,7 +262,7 @@ def check_cell(hook: str, fault: str, outcome: Outcome) -> list[str]:
         if r.termination_reason != reason or text not in (r.error or ""):
             problems.append(f"ended {r.termination_reason} ({(r.error or '')[:300]!r}), expected {reason} ({text!r})")
         records = [rec for rec in r.logs if rec.logger == "looprl.failure"]
-        if not any(f"injecting {fault} into" in rec.message for rec in r.logs) and fault != "bad" or not records:
+        if (not any(f"injecting {fault} into" in rec.message for rec in r.logs) and fault != "bad") or not records:
             problems.append(f"logs lack the fault's records: {[(rec.logger, rec.message) for rec in r.logs]}")
         if fault in ("block", "sleep") and not any("in inject" in (rec.exception or "") for rec in records):
             problems.append(f"no stuck stack in the failure record: {[rec.exception for rec in records]}")

@@ -2,11 +2,11 @@
 
 import httpx
 import pytest
+from tests.support.scripted_server import Reply, ScriptedServer
 
 from looprl.config import SamplingParams
 from looprl.gateway.app import Gateway
 from looprl.gateway.sampling_params import apply_sampling, call_seed
-from tests.support.scripted_server import Reply, ScriptedServer
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 

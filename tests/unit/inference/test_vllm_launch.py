@@ -7,13 +7,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from looprl.config import InferenceConfig
 from looprl.errors import UserError
 from looprl.inference.backends import engine_process
 from looprl.inference.process import EngineProcess
 from looprl.inference.vllm import launch
 from looprl.inference.vllm.launch import VllmProcess, max_lora_rank, vllm_python
 from looprl.inference.vllm.template import model_chat_template
-from looprl.config import InferenceConfig
 from looprl.orchestrator.weights import WeightSync
 
 

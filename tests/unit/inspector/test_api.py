@@ -2,11 +2,11 @@
 
 import pytest
 from fastapi.testclient import TestClient
+from tests.unit.inspector.fake_store import T0, build_store, record
 
 from looprl.inspector.app import create_app
 from looprl.store.records import RunInfo
 from looprl.store.writer import RunStoreWriter
-from tests.unit.inspector.fake_store import T0, build_store, record
 
 API = "/api/runs/toy-run"
 

@@ -3,11 +3,12 @@ broadcasts the engine no longer needs are removed, never the one being loaded.""
 
 import asyncio
 
+from tests.support.tiny_model import tiny_model
+
 from looprl.handoff import mark_stable
 from looprl.orchestrator.weights import WeightSync
 from looprl.paths import broadcast_dir
 from looprl.trainer.broadcast import broadcast_weights
-from tests.support.tiny_model import tiny_model
 
 
 class Recording(WeightSync):

@@ -5,9 +5,12 @@ import asyncio
 import json
 from pathlib import Path
 
-from looprl.envs.types import RolloutResult
-from looprl.config import RLConfig
+from tests.fixtures.stores.make_v1_stores import QUESTIONS, reply
+from tests.support.scripted_server import ScriptedServer
+
 from looprl.commands.eval_run import EvalConfig, run_eval
+from looprl.config import RLConfig
+from looprl.envs.types import RolloutResult
 from looprl.orchestrator.inflight import Collected, Landed
 from looprl.orchestrator.loop import Orchestrator
 from looprl.session import RolloutSession
@@ -15,8 +18,6 @@ from looprl.session.rewards import UnusedWeights, mark_zero_filled
 from looprl.store.reader import RunStoreReader
 from looprl.store.records import RolloutRecord
 from looprl.store.writer import RunStoreWriter
-from tests.fixtures.stores.make_v1_stores import QUESTIONS, reply
-from tests.support.scripted_server import ScriptedServer
 
 FIXTURE_ENV = str(Path(__file__).resolve().parents[2] / "fixtures/stores/fixture_env.py") + ":FixtureEnv"
 

@@ -6,6 +6,7 @@ import json
 import sqlite3
 
 import pytest
+from tests.support.scripted_server import Reply, ScriptedServer
 
 import looprl.session.rollouts
 from looprl.cli import main
@@ -15,7 +16,6 @@ from looprl.envs.types import RolloutResult
 from looprl.gateway.app import Gateway
 from looprl.orchestrator.loop import Orchestrator
 from looprl.session import RolloutSession
-from tests.support.scripted_server import Reply, ScriptedServer
 
 ENV = "examples/arithmetic/env.py:ArithmeticEnv"
 

@@ -11,6 +11,7 @@ import socket
 import pytest
 import torch
 import torch.multiprocessing as mp
+from tests.support.tiny_model import tiny_model
 
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.training_samples import TrainingSample
@@ -19,7 +20,6 @@ from looprl.trainer.loss import clipped
 from looprl.trainer.optim import build_optimizer, build_scheduler
 from looprl.trainer.step import train_step
 from looprl.trainer.weights import full_state_dict
-from tests.support.tiny_model import tiny_model
 
 
 def _samples() -> list[TrainingSample]:

@@ -2,6 +2,7 @@
 
 import torch
 from safetensors.torch import load_file
+from tests.support.tiny_model import tiny_model
 
 from looprl.config import LoraConfig
 from looprl.orchestrator.packing import pack
@@ -12,7 +13,6 @@ from looprl.trainer.lora import add_lora
 from looprl.trainer.loss import clipped
 from looprl.trainer.optim import build_optimizer, build_scheduler
 from looprl.trainer.step import train_step
-from tests.support.tiny_model import tiny_model
 
 SAMPLE = TrainingSample(rollout_id="r", token_ids=[5, 9, 3, 7, 20], loss_mask=[False, False, True, True, True],
                         inference_logprobs=[0.0, 0.0, -4.0, -4.0, -4.0], advantage=1.0)

@@ -37,7 +37,7 @@ def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict[str, ar
     parser = argparse.ArgumentParser(prog="looprl", description="Reinforcement learning for language models on Python environments.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parsers = {}
-    for name, (module, help_text) in COMMANDS.items():
+    for name, (_module, help_text) in COMMANDS.items():
         parsers[name] = sub.add_parser(name, help=help_text, description=help_text)
     return parser, parsers
 

@@ -151,8 +151,8 @@ class EngineProcess:
 
     def command(self) -> list[str]:
         """The child's command line (`looprl inference`; `VllmProcess` runs vLLM's server instead)."""
-        command = [sys.executable, "-m", "looprl.cli", "inference", "--model", self.model, "--served-model-name", self.model_name]
-        return command + ["--host", self.host, "--port", str(self.port), *self.extra_args]
+        return [sys.executable, "-m", "looprl.cli", "inference", "--model", self.model, "--served-model-name",
+                self.model_name, "--host", self.host, "--port", str(self.port), *self.extra_args]
 
     def environment(self) -> dict[str, str]:
         """The child's environment."""
@@ -160,7 +160,7 @@ class EngineProcess:
 
     def _launch(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 (the child writes to it until stop() closes it)
         self._process = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=self.environment(), start_new_session=self.own_process_group)
 

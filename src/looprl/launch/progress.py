@@ -130,7 +130,7 @@ def warning_message(line: str) -> str | None:
 
 def duration(seconds: float) -> str:
     """`42s`, `3m12s`, `1h05m`."""
-    s = int(round(seconds))
+    s = round(seconds)
     if s < 60:
         return f"{s}s"
     if s < 3600:

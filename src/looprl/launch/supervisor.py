@@ -30,7 +30,7 @@ class Child:
     def start(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Child:
         """Start `argv` with this environment plus `env` (e.g. its `CUDA_VISIBLE_DEVICES`)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 (the child writes to it until stop() closes it)
         # Progress bars (tqdm, as transformers draws them) are noise in a log file and would break
         # the one-JSON-object-per-line promise of `log.json_logging`.
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",

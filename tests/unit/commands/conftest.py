@@ -1,6 +1,7 @@
 """Fixtures for the command tests: an engine stand-in that records whether a command started it."""
 
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -12,7 +13,7 @@ class FakeEngine:
     every start, so a test can assert a user error came before it."""
 
     base_url = ""
-    started: list[Path] = []
+    started: ClassVar[list[Path]] = []
 
     def __init__(self, model: str, log_path: Path, **_: object) -> None:
         self.model_name, self.log_path = model, log_path

@@ -29,7 +29,7 @@ def test_batch_size_must_be_whole_groups():
 
 
 def test_unknown_keys_name_their_path():
-    with pytest.raises(UserError, match="orchestrator.groupsize"):
+    with pytest.raises(UserError, match=r"orchestrator.groupsize"):
         load_config(RLConfig, ["--env.source", "x.py:E", "--orchestrator.groupsize", "4"])
 
 

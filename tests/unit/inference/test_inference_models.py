@@ -13,7 +13,7 @@ def test_local_directory_passes_through(tiny_model_dir):
 
 
 def test_directory_without_config_is_a_user_error(tmp_path):
-    with pytest.raises(UserError, match="no config.json"):
+    with pytest.raises(UserError, match=r"no config.json"):
         models.resolve_model(str(tmp_path))
 
 
@@ -33,7 +33,7 @@ def test_hub_ids_are_downloaded(monkeypatch, tmp_path):
         raise OSError("no network")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
-    with pytest.raises(UserError, match="could not download model 'org/model'.*no network"):
+    with pytest.raises(UserError, match=r"could not download model 'org/model'.*no network"):
         models.resolve_model("org/model")
 
 

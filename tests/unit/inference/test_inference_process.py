@@ -29,6 +29,6 @@ async def test_async_context_and_served_name(tiny_model_dir):
 
 
 def test_child_that_dies_reports_its_log(tmp_path):
-    with pytest.raises(EngineStartError, match=r"(?s)exited with status 2.*unknown model 'no-such-model'"):
-        with EngineProcess("no-such-model", log_path=tmp_path / "inference.log"):
-            pass
+    with (pytest.raises(EngineStartError, match=r"(?s)exited with status 2.*unknown model 'no-such-model'"),
+          EngineProcess("no-such-model", log_path=tmp_path / "inference.log")):
+        pass

@@ -59,7 +59,8 @@ def test_reader_rejects_non_run_dir(tmp_path):
 def test_delete_steps_after_forgets_later_rollouts(tmp_path):
     w = RunStoreWriter(tmp_path)
     w.write_rollouts([make_record(0, step=1), make_record(1, step=2)])
-    w.write_step("run", 1, {}); w.write_step("run", 2, {})
+    w.write_step("run", 1, {})
+    w.write_step("run", 2, {})
     w.delete_steps_after("run", 1)
     r = RunStoreReader(tmp_path)
     assert [x.rollout_id for x in r.list_rollouts("run")[0]] == ["r0"]

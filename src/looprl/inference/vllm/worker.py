@@ -37,5 +37,5 @@ class WeightLoader:
 def _tensors(files: list[Path]) -> Iterator[tuple[str, torch.Tensor]]:
     for file in files:
         with safe_open(str(file), framework="pt") as f:
-            for name in f.keys():
+            for name in f.keys():  # noqa: SIM118 (a safetensors handle, not a dict: it has no __iter__)
                 yield name, f.get_tensor(name)

@@ -34,7 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    parser = argparse.ArgumentParser(prog="looprl", description="Reinforcement learning for language models on Python environments.")
+    parser = argparse.ArgumentParser(prog="looprl",
+                                     description="Reinforcement learning for language models on Python environments.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parsers = {}
     for name, (_module, help_text) in COMMANDS.items():

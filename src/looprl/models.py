@@ -74,7 +74,8 @@ def _download(repo_id: str) -> Path:
     from huggingface_hub import snapshot_download
 
     try:
-        return Path(snapshot_download(repo_id, allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"]))
+        return Path(snapshot_download(repo_id,
+                                      allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"]))
     except Exception as e:  # network errors, missing repos, gated repos: all the user's to fix
         raise UserError(f"could not download model {repo_id!r} from the Hugging Face Hub: {e}") from e
 

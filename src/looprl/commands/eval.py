@@ -34,7 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("env", metavar="ENV", help="environment: path/to/file.py:Class or package.module:Class")
     p.add_argument("--base-url", help="OpenAI-compatible server URL (…/v1); default: start the embedded engine")
     p.add_argument("--model", help="model name (with --base-url) or model to serve (default: smollm2-135m-instruct)")
-    p.add_argument("--backend", choices=["embedded", "vllm"], default="embedded", help="engine started without --base-url")
+    p.add_argument("--backend", choices=["embedded", "vllm"], default="embedded",
+                   help="engine started without --base-url")
     p.add_argument("--vllm-python", help="interpreter that runs vLLM (default: see inference.vllm_python)")
     p.add_argument("--api-key", help="API key for --base-url (default: $OPENAI_API_KEY when set)")
     p.add_argument("-n", "--num-examples", type=int, default=5, help="examples to evaluate (the first N)")
@@ -48,8 +49,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--context-budget", type=int, help="most tokens in a rollout's context (prompt + completion)")
     p.add_argument("--timeout", type=float, help="seconds a rollout may take before it ends as `timeout`")
-    p.add_argument("--reward-weights", help="JSON object: weight of each reward component in the total (others weigh 1)")
-    p.add_argument("--base-dir", type=Path, help="dataset folder passed to create_dataset (default: data/ beside the env file)")
+    p.add_argument("--reward-weights",
+                   help="JSON object: weight of each reward component in the total (others weigh 1)")
+    p.add_argument("--base-dir", type=Path,
+                   help="dataset folder passed to create_dataset (default: data/ beside the env file)")
     p.add_argument("--env-args", help="JSON object of keyword arguments for the env constructor")
     p.add_argument("--log-level", default="INFO", help="level of env log records captured per rollout")
     p.add_argument("--output", "-o", type=Path, required=True, help="run directory to write")
@@ -74,7 +77,8 @@ def parse_reward_weights(text: str | None) -> dict[str, float]:
     try:
         return TypeAdapter(dict[str, float]).validate_json(text) if text else {}
     except ValidationError:
-        raise UserError('--reward-weights must be a JSON object of numbers, e.g. {"correct": 2, "format": 0.5}') from None
+        raise UserError('--reward-weights must be a JSON object of numbers, e.g. {"correct": 2, "format": 0.5}'
+                        ) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--output {args.output} is a file, not a directory")
     prepare_output(args.output, args.overwrite)
     examples = check_env(args.env, env_args, args.split, args.base_dir, args.num_examples)
-    sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed)
+    sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
+                              seed=args.seed)
     with contextlib.ExitStack() as stack:
         base_url, model = model_endpoint(stack, args.base_url, args.model, args.output / "logs" / "inference.log",
                                          args.backend, args.vllm_python)

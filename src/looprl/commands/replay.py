@@ -71,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     _outcome(console, record, result, reward_settings(run_info).reward_weights)
     recording = recordings[record.rollout_id]
     if recording.divergence is None and recording.served < len(recording.calls):
-        recording.divergence = f"the replay ended after {recording.served} of {len(recording.calls)} recorded model calls"
+        recording.divergence = (f"the replay ended after {recording.served} of {len(recording.calls)} "
+                                "recorded model calls")
     if recording.divergence:
         console.print(f"diverged from the recording at {recording.divergence}", style="bold yellow")
     else:
@@ -115,7 +116,8 @@ def _transcript_diff(console: Console, stored: list[Message], new: list[Message]
         return
     console.print("transcript: differs from the stored one", style="yellow")
     for line in difflib.unified_diff(_lines(stored), _lines(new), "stored", "replay", lineterm="", n=2):
-        style = "green" if line.startswith("+") else "red" if line.startswith("-") else "cyan" if line.startswith("@") else ""
+        style = ("green" if line.startswith("+") else "red" if line.startswith("-")
+                 else "cyan" if line.startswith("@") else "")
         console.print(Text(line, style=style))
 
 

@@ -61,7 +61,8 @@ def recorded_calls(record: RolloutRecord) -> list[RecordedCall]:
             break
         reply = record.messages[i]
         finish = call.finish_reason if call else None
-        calls.append(RecordedCall(record.messages[:i], reply, finish or ("tool_calls" if reply.get("tool_calls") else "stop")))
+        calls.append(RecordedCall(record.messages[:i], reply,
+                                  finish or ("tool_calls" if reply.get("tool_calls") else "stop")))
     return calls
 
 
@@ -104,7 +105,8 @@ class ReplayServer:
             code = call.error if call.error in CONTEXT_ERRORS else "replayed_error"
             return error_response(call.status, call.error or f"HTTP {call.status}", code)
         return {"id": f"replay-{rollout_id}-{turn}", "object": "chat.completion", "created": int(time.time()),
-                "model": self.model, "choices": [{"index": 0, "message": call.reply, "finish_reason": call.finish_reason}],
+                "model": self.model,
+                "choices": [{"index": 0, "message": call.reply, "finish_reason": call.finish_reason}],
                 "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
 
     def _app(self) -> FastAPI:

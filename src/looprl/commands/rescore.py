@@ -70,8 +70,9 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(_as_json(item), ensure_ascii=False))
         return 0
     console = Console(highlight=False, soft_wrap=True)
-    console.print(f"re-scored {sum(i.rescored for i in items)} of {len(items)} rollouts ({len(groups)} group{'s' if len(groups) != 1 else ''}) of "
-                  f"{run_info.run_id} with {env_spec(run_info, args.env)}", style="bold")
+    plural = "s" if len(groups) != 1 else ""
+    console.print(f"re-scored {sum(i.rescored for i in items)} of {len(items)} rollouts ({len(groups)} group{plural}) "
+                  f"of {run_info.run_id} with {env_spec(run_info, args.env)}", style="bold")
     _component_table(console, items, settings)
     _counts(console, items, groups, settings)
     examples = shown if args.rollout else [i for i in items if i.changed][: args.examples]

@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     if args.rollout:
         rows = [reader.rollout(args.rollout)]
     else:
-        rows, _ = reader.list_rollouts(run_info.run_id, RolloutFilter(split=args.split, step=args.step, limit=args.limit))
+        rows, _ = reader.list_rollouts(run_info.run_id,
+                                       RolloutFilter(split=args.split, step=args.step, limit=args.limit))
     if args.json:
         for r in rows:
             print(json.dumps(r.model_dump(include=set(JSON_FIELDS)), ensure_ascii=False))
@@ -53,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
         transcript(Console(highlight=False, soft_wrap=True), rows[0])
         return 0
     table = Table(title=f"{run_info.run_id} · {run_info.env_name} · {run_info.model}", title_justify="left")
-    for col in ("rollout", "step", "split", "example", "group", "reason", "reward", "components", "turns", "tokens", "s"):
+    for col in ("rollout", "step", "split", "example", "group", "reason", "reward", "components", "turns", "tokens",
+                "s"):
         table.add_column(col, justify="right" if col in ("step", "reward", "turns", "tokens", "s") else "left",
                          no_wrap=col != "components")
     for r in rows:

@@ -60,7 +60,8 @@ def stored_example(record: RolloutRecord) -> Example:
 
 def stored_rollout(record: RolloutRecord, example: Example | None = None) -> BaseRollout:
     """A completed `BaseRollout` as reward hooks saw it: transcript, example, split, counters."""
-    return BaseRollout(rollout_id=record.rollout_id, group_id=record.group_id, example=example or stored_example(record),
+    return BaseRollout(rollout_id=record.rollout_id, group_id=record.group_id,
+                       example=example or stored_example(record),
                        split=record.split, messages=[dict(m) for m in record.messages], turns=record.turns,
                        tool_calls=record.tool_calls, termination_reason=record.termination_reason,
                        started_at=record.started_at, finished_at=record.finished_at)

@@ -21,7 +21,8 @@ def summarize(results: Sequence[RolloutResult], wall_s: float,
     scored = [r for r in results if r.scored]
     prompt = sum(getattr(r, "prompt_tokens", 0) for r in results)
     completion = sum(getattr(r, "completion_tokens", 0) for r in results)
-    stats = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in reward_stats(results, weights).items()}
+    stats = {k: (None if isinstance(v, float) and math.isnan(v) else v)
+             for k, v in reward_stats(results, weights).items()}
     return {
         "rollouts": len(results),
         "scored": len(scored),
@@ -41,8 +42,8 @@ def _fmt(value: Any) -> str:
 
 def print_summary(summary: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
-    rewards = Table(title="Rewards", title_justify="left", caption="means over scored rollouts; a missing component counts as 0",
-                    caption_justify="left")
+    rewards = Table(title="Rewards", title_justify="left",
+                    caption="means over scored rollouts; a missing component counts as 0", caption_justify="left")
     rewards.add_column("component")
     rewards.add_column("mean", justify="right")
     rewards.add_column("std", justify="right")

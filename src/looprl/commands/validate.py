@@ -118,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
             run_dir = Path(tempfile.mkdtemp(prefix="looprl-validate-"))
             try:
                 with contextlib.ExitStack() as stack:
-                    base_url, model = model_endpoint(stack, args.base_url, args.model, run_dir / "logs" / "inference.log")
+                    base_url, model = model_endpoint(stack, args.base_url, args.model,
+                                                     run_dir / "logs" / "inference.log")
                     asyncio.run(group_check(args, first, run_dir, base_url, model, checks))
             finally:
                 shutil.rmtree(run_dir, ignore_errors=True)

@@ -50,7 +50,8 @@ class EnvConfig(Strict):
 
 class EvalSettings(Strict):
     interval: int = Field(0, ge=0)
-    """Evaluate at steps 1, 1+N, 1+2N, ... (step 1: the initial model) and after the last step (0: only after the last)."""
+    """Evaluate at steps 1, 1+N, 1+2N, ... (step 1: the initial model) and after the last step (0: only after
+    the last)."""
     num_examples: int = Field(20, ge=0)
     """Eval examples per evaluation (the first N of the split; 0 disables evaluation)."""
     rollouts_per_example: int = Field(1, ge=1)

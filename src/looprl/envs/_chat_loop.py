@@ -47,7 +47,8 @@ def assistant_message(message: Any) -> Message:
     out: Message = {"role": "assistant", "content": message.content or ""}
     if message.tool_calls:
         out["tool_calls"] = [
-            {"id": tc.id, "type": "function", "function": {"name": tc.function.name, "arguments": tc.function.arguments}}
+            {"id": tc.id, "type": "function",
+             "function": {"name": tc.function.name, "arguments": tc.function.arguments}}
             for tc in message.tool_calls
         ]
     return out
@@ -100,7 +101,8 @@ async def run_chat_loop(env: BaseEnv, rollout: BaseRollout, client: openai.Async
                 rollout.termination_reason = "tool_budget_exceeded"
                 return
             rollout.tool_calls += 1
-            content = await _run_one_tool(env, rollout.rollout_id, call.function.name, call.function.arguments, tool_names)
+            content = await _run_one_tool(env, rollout.rollout_id, call.function.name, call.function.arguments,
+                                          tool_names)
             rollout.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
 
 

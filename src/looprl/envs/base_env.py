@@ -200,7 +200,8 @@ class BaseEnv(Environment):
                 async with deadline(request.timeout_s) as stuck:
                     result = await self.compute_group_rewards(members)
             if not isinstance(result, dict):
-                raise InvalidReward(f"compute_group_rewards must return {{rollout_id: dict}}, got {type(result).__name__}")
+                raise InvalidReward("compute_group_rewards must return {rollout_id: dict}, "
+                                    f"got {type(result).__name__}")
             unknown = set(result) - ids
             if unknown:
                 raise InvalidReward(f"compute_group_rewards returned ids not in the group: {sorted(map(str, unknown))}")

@@ -73,10 +73,12 @@ class LogBuffer:
             return
         cut = False
         if len(record.message) > self.limits.max_message_chars:
-            record = record.model_copy(update={"message": record.message[: self.limits.max_message_chars] + " …[truncated]"})
+            message = record.message[: self.limits.max_message_chars] + " …[truncated]"
+            record = record.model_copy(update={"message": message})
             cut = True
         if record.exception and len(record.exception) > self.limits.max_exception_chars:
-            record = record.model_copy(update={"exception": "…[truncated]\n" + record.exception[-self.limits.max_exception_chars:]})
+            exception = "…[truncated]\n" + record.exception[-self.limits.max_exception_chars:]
+            record = record.model_copy(update={"exception": exception})
             cut = True
         self.truncated += cut
         self.kept += 1

@@ -206,7 +206,8 @@ class EnvServer:
         was_ready = slot.ready.done() and slot.ready.exception() is None
         if not slot.ready.done():
             slot.ready.set_exception(UserError(
-                f"env worker exited during startup ({_describe_exit(code)}); see {self.worker_log_path(slot.worker_id)}"))
+                f"env worker exited during startup ({_describe_exit(code)}); "
+                f"see {self.worker_log_path(slot.worker_id)}"))
         pending, slot.pending = slot.pending, {}
         if self._closing:
             for p in pending.values():
@@ -214,7 +215,8 @@ class EnvServer:
             return
         rollouts = sum(len(p.request.rollout_ids) for p in pending.values() if p.request)
         self.log.error("worker {} (pid {}) died: {}; {} groups ({} rollouts) were in flight",
-                       slot.worker_id, slot.proc.pid if slot.proc else "?", _describe_exit(code), len(pending), rollouts)
+                       slot.worker_id, slot.proc.pid if slot.proc else "?", _describe_exit(code), len(pending),
+                       rollouts)
         cause = f" because {slot.killed_for}" if slot.killed_for else " while the rollout ran"
         error = (f"env worker {slot.worker_id} died ({_describe_exit(code)}){cause}; "
                  f"see {self.worker_log_path(slot.worker_id)}")

@@ -109,7 +109,8 @@ class Gateway:
             if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
                 return error_response(400, "request must be a JSON object with a 'messages' list", "invalid_request")
             if body.get("stream"):
-                return error_response(400, "streaming is not supported through the looprl gateway", "stream_unsupported")
+                return error_response(400, "streaming is not supported through the looprl gateway",
+                                      "stream_unsupported")
             if (body.get("n") or 1) != 1:
                 return error_response(400, "n > 1 is not supported: run sibling rollouts instead", "n_unsupported")
             return await self._forward(session, body)

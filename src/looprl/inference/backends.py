@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 
 def engine_process(cfg: InferenceConfig, model: str, log_path: Path | None = None, *, lora_rank: int | None = None,
-                   log_args: list[str] | None = None, host: str = "127.0.0.1", port: int | None = None) -> EngineProcess:
+                   log_args: list[str] | None = None, host: str = "127.0.0.1",
+                   port: int | None = None) -> EngineProcess:
     """The engine for `model` as `cfg` says, not started. `lora_rank`: the trainer trains LoRA adapters
     of this rank (vLLM then loads each broadcast adapter at run time); `log_args`: the embedded
     engine's `--log-level`/`--json-logging` flags."""
@@ -30,5 +31,6 @@ def engine_process(cfg: InferenceConfig, model: str, log_path: Path | None = Non
     from looprl.models import resolve_model
 
     return VllmProcess(str(resolve_model(model)), python=vllm_python(cfg.vllm_python), served_model_name=model,
-                       log_path=log_path, host=host, port=port, tool_call_parser=cfg.tool_call_parser, lora_rank=lora_rank,
+                       log_path=log_path, host=host, port=port, tool_call_parser=cfg.tool_call_parser,
+                       lora_rank=lora_rank,
                        vllm_args=["--max-num-seqs", str(cfg.max_batch_size), *cfg.vllm_args])

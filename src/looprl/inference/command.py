@@ -14,19 +14,23 @@ from looprl.models import DEFAULT_MODEL
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--backend", choices=["embedded", "vllm"], default="embedded", help="engine (default: embedded)")
+    parser.add_argument("--backend", choices=["embedded", "vllm"], default="embedded",
+                        help="engine (default: embedded)")
     parser.add_argument("--vllm-python", help="interpreter that runs vLLM (default: see inference.vllm_python)")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"alias, local HF directory or Hub id (default: {DEFAULT_MODEL})")
+    parser.add_argument("--model", default=DEFAULT_MODEL,
+                        help=f"alias, local HF directory or Hub id (default: {DEFAULT_MODEL})")
     parser.add_argument("--served-model-name", default=None, help="the name clients pass as `model` (default: --model)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to bind (default: 8000)")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="weights dtype (default: float32)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                        help="weights dtype (default: float32)")
     parser.add_argument("--max-batch-size", type=int, default=64, help="most sequences decoded together (default: 64)")
     parser.add_argument(
         "--logprobs-mode",
         default="raw_logprobs",
         choices=["raw_logprobs", "processed_logprobs"],
-        help="raw: log_softmax of the raw logits (temperature 1, vLLM's default); processed: of the sampled distribution",
+        help="raw: log_softmax of the raw logits (temperature 1, vLLM's default); "
+        "processed: of the sampled distribution",
     )
     parser.add_argument("--log-level", default="INFO", help="process log level (default: INFO)")
     parser.add_argument("--json-logging", action="store_true", help="one JSON object per log line")

@@ -144,7 +144,8 @@ class Engine:
         for group in _prefill_groups(_same_prompts(admitted)):
             requests = [r for same in group for r in same]  # the order of `prefill`'s rows
             try:
-                new = prefill(self.model, [same[0].prompt_ids for same in group], [sum(r.n for r in same) for same in group])
+                new = prefill(self.model, [same[0].prompt_ids for same in group],
+                              [sum(r.n for r in same) for same in group])
             except Exception as e:  # these prompts failed; the running batch is untouched
                 get_logger().exception("prefill failed")
                 for request in requests:

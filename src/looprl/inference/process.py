@@ -146,7 +146,8 @@ class EngineProcess:
             self.stop()
             raise
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
         await asyncio.to_thread(self.stop)
 
     def command(self) -> list[str]:
@@ -161,8 +162,9 @@ class EngineProcess:
     def _launch(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 (the child writes to it until stop() closes it)
-        self._process = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=self.environment(), start_new_session=self.own_process_group)
+        self._process = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=self.environment(),
+                                         start_new_session=self.own_process_group)
 
     def _signal(self, signum: int) -> None:
         assert self._process is not None
@@ -183,7 +185,8 @@ class EngineProcess:
         status = self._process.poll()
         if status is None and time.monotonic() < deadline:
             return
-        what = f"exited with status {status}" if status is not None else f"was not healthy after {self.startup_timeout:.0f} s"
+        what = (f"exited with status {status}" if status is not None
+                else f"was not healthy after {self.startup_timeout:.0f} s")
         tail, where = _tail(self.log_path), "its log" if self._owns_log else str(self.log_path)
         self.stop()
         raise EngineStartError(f"the {self.engine_name} ({self.model}) {what}; last lines of {where}:\n{tail}")

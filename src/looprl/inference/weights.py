@@ -56,5 +56,6 @@ def load_update(path: str | Path, model: Any, version: int | None = None) -> Wei
     mismatched = [n for n, t in tensors.items() if t.shape != state[n].shape]
     if mismatched:
         name = mismatched[0]
-        raise WeightsError(f"shape mismatch for {name}: {tuple(tensors[name].shape)} in {path}, {tuple(state[name].shape)} in the model")
+        raise WeightsError(f"shape mismatch for {name}: {tuple(tensors[name].shape)} in {path}, "
+                           f"{tuple(state[name].shape)} in the model")
     return WeightUpdate(path, tensors, version)

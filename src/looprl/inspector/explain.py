@@ -161,7 +161,8 @@ class HistogramCache:
 
     def get(self, ref: RunRef, split: str, bins: int) -> RewardHistogram:
         with ref.source.connection() as conn:
-            count = conn.execute("SELECT COUNT(*) FROM rollouts WHERE run_id=? AND split=?", (ref.run_id, split)).fetchone()[0]
+            count = conn.execute("SELECT COUNT(*) FROM rollouts WHERE run_id=? AND split=?",
+                                 (ref.run_id, split)).fetchone()[0]
             key = (ref.id, split, bins)
             with self._lock:
                 hit = self._cache.get(key)

@@ -74,7 +74,8 @@ class RunProgress:
         if "eval/reward" in m:
             parts.append(f"eval {m['eval/reward']:.3f}")
         parts.append(f"{self.step_times[-1]:.1f}s/step")
-        parts.append(f"gen {m.get('gen_tokens_per_s', 0):.0f} tok/s train {m.get('train/train_tokens_per_s', 0):.0f} tok/s")
+        parts.append(f"gen {m.get('gen_tokens_per_s', 0):.0f} tok/s "
+                     f"train {m.get('train/train_tokens_per_s', 0):.0f} tok/s")
         parts.append(f"ETA {self.eta()}")
         return " | ".join(parts)
 

@@ -39,7 +39,8 @@ FLAGS = ("--dry-run", "--resume")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="write the resolved config.toml and exit")
-    parser.add_argument("--resume", action="store_true", help="continue the run in output_dir from its latest checkpoint")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in output_dir from its latest checkpoint")
     parser.add_argument("config", nargs=argparse.REMAINDER, metavar="@ CONFIG.toml [--key.sub VALUE ...]",
                         help="config files (deep-merged left to right), then dotted overrides")
 
@@ -109,7 +110,8 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
                  (f", resuming after step {resume_step}" if resume_step else ""))
     engine = engine_process(cfg.inference, cfg.model.name, log_path(run_dir, "inference"),
                             lora_rank=cfg.trainer.lora.rank if cfg.trainer.lora else None,
-                            log_args=["--log-level", cfg.log.level, *(["--json-logging"] if cfg.log.json_logging else [])])
+                            log_args=["--log-level", cfg.log.level,
+                                      *(["--json-logging"] if cfg.log.json_logging else [])])
     children: list[Child] = []
     completed = False
     progress.say(f"looprl rl: starting the inference engine ({cfg.model.name}) ...")
@@ -120,7 +122,8 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
         progress.follow()
         try:
             orchestrator = Child("orchestrator", log_path(run_dir, "orchestrator")).start(python_module(
-                "looprl.orchestrator", str(run_dir), "--engine-url", engine.url, "--model-name", engine.model_name, *resume))
+                "looprl.orchestrator", str(run_dir), "--engine-url", engine.url, "--model-name", engine.model_name,
+                *resume))
             children.append(orchestrator)
             trainer = Child("trainer", log_path(run_dir, "trainer")).start(
                 trainer_command(sys.executable, run_dir, placement.trainer_ranks, resume), placement.trainer_env)

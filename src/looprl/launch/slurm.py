@@ -115,7 +115,8 @@ def render_sbatch(cfg: SlurmConfig, output_dir: Path, *, orchestrator: Sequence[
         "  mapfile -t hosts < <(scontrol show hostnames \"$SLURM_JOB_NODELIST\")",
         f"  export MASTER_ADDR=\"${{hosts[0]}}\" MASTER_PORT={cfg.rdzv_port}",
         "  urls=()",
-        f"  for host in \"${{hosts[@]:$TRAIN_NODES:$INFERENCE_NODES}}\"; do urls+=(\"http://$host:{cfg.inference_port}/v1\"); done",
+        f"  for host in \"${{hosts[@]:$TRAIN_NODES:$INFERENCE_NODES}}\"; do "
+        f"urls+=(\"http://$host:{cfg.inference_port}/v1\"); done",
         "  export LOOPRL_INFERENCE_URLS=$(IFS=,; echo \"${urls[*]}\")",
         "  mkdir -p \"$LOGS/trainer\" \"$LOGS/inference\"",
         f"  ln -sfn trainer/node_0.log {q(str(log_path(out, 'trainer')))}",

@@ -1,8 +1,9 @@
 """Child processes of `looprl rl`: started with their output in `logs/<name>.log`, watched together.
 
 `watch` returns when every child has exited cleanly, or as soon as one fails, and reports which one
-failed (calling `tick`, e.g. the progress display, every poll meanwhile), so the launcher can stop the others (`stop_all`: SIGTERM, then SIGKILL) and print the tail
-of its log. Children also get SIGTERM when the launcher itself dies (Linux `PR_SET_PDEATHSIG`).
+failed (calling `tick`, e.g. the progress display, every poll meanwhile), so the launcher can stop the
+others (`stop_all`: SIGTERM, then SIGKILL) and print the tail of its log. Children also get SIGTERM
+when the launcher itself dies (Linux `PR_SET_PDEATHSIG`).
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ For each step N (from 1):
    it finds missing).
 
 Env servers, gateway, store writer and reward totals are the run's `RolloutSession`
-(`looprl.session`); env code runs in env server worker processes, never on this process's event loop. A checkpoint saves the example order's position after the last example
-started, so groups still in flight when a run stops are not replayed on `--resume`.
+(`looprl.session`); env code runs in env server worker processes, never on this process's event loop.
+A checkpoint saves the example order's position after the last example started, so groups still in
+flight when a run stops are not replayed on `--resume`.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ class Orchestrator:
                 order = await self._example_order(resume_step)
                 pool: GroupPool[Group] = GroupPool(
                     lambda: session.roll_out(order.next(), "train", cfg.orchestrator.group_size),
-                    lambda: self.weights.version, cfg.orchestrator.groups_per_step, cfg.orchestrator.max_off_policy_steps)
+                    lambda: self.weights.version, cfg.orchestrator.groups_per_step,
+                    cfg.orchestrator.max_off_policy_steps)
                 try:
                     for step in range(resume_step + 1, cfg.max_steps + 1):
                         await self.step(step, order, pool)
@@ -133,7 +135,8 @@ class Orchestrator:
                 records.append(self.session.record(result, calls, step, reward, None if adv.skipped else advantage))
         mark_zero_filled(records)  # the batch; dropped groups are in none
         micro_batches = pack(samples, ocfg.token_budget)
-        dropped = [self.session.record(r, calls, step, self.session.score(r)) for g in landed.stale for r, calls in g.group]
+        dropped = [self.session.record(r, calls, step, self.session.score(r))
+                   for g in landed.stale for r, calls in g.group]
         await self.session.write(records + dropped)
 
         metrics.update(rollout_metrics(records, ocfg.reward_weights))

@@ -54,10 +54,13 @@ def summary_line(step: int, m: Mapping[str, Any]) -> str:
     """`step 3 | reward 0.412 (correct 0.21 brief 0.20) pass 0.53 | ...` for the orchestrator log."""
     components = " ".join(f"{k.removeprefix('reward/')} {v:.2f}" for k, v in m.items()
                           if k.startswith("reward/") and not k.endswith("_std"))
-    reasons = ",".join(f"{k.removeprefix('termination/')}={int(v)}" for k, v in m.items() if k.startswith("termination/"))
+    reasons = ",".join(f"{k.removeprefix('termination/')}={int(v)}" for k, v in m.items()
+                       if k.startswith("termination/"))
     line = (f"step {step} | reward {m.get('reward', float('nan')):.3f} ({components}) pass {m.get('pass_rate', 0):.2f}"
-            f" | {reasons} skipped {int(m.get('groups_skipped', 0))} dropped {int(m.get('groups_dropped', 0))} | len {m.get('completion_len', 0):.1f}"
-            f" | gen {m.get('gen_tokens_per_s', 0):.0f} tok/s {m.get('gen_time_s', 0):.1f}s wait {m.get('wait_time_s', 0):.1f}s")
+            f" | {reasons} skipped {int(m.get('groups_skipped', 0))} dropped {int(m.get('groups_dropped', 0))}"
+            f" | len {m.get('completion_len', 0):.1f}"
+            f" | gen {m.get('gen_tokens_per_s', 0):.0f} tok/s {m.get('gen_time_s', 0):.1f}s"
+            f" wait {m.get('wait_time_s', 0):.1f}s")
     if "train/loss" in m:
         line += (f" | loss {m['train/loss']:.4f} entropy {m['train/entropy']:.3f} kl {m['train/mismatch_kl']:.2e}"
                  f" grad {m['train/grad_norm']:.3f} lr {m['train/lr']:.1e}"

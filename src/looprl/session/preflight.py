@@ -23,7 +23,8 @@ async def first_examples(env: Environment, split: DatasetSplit, base_dir: Path, 
     `max_examples` returns more); a `UserError` for a dataset that fails to load or is empty."""
     name = type(env).__name__
     try:
-        dataset = Dataset(await env.create_dataset(split, base_dir, max_examples=max_examples), source=f"{split} dataset")
+        dataset = Dataset(await env.create_dataset(split, base_dir, max_examples=max_examples),
+                          source=f"{split} dataset")
     except UserError:
         raise
     except Exception as e:

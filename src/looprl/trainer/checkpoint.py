@@ -62,7 +62,8 @@ def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: Any, optimi
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
-        dcp.save(get_optimizer_state_dict(model, optimizer), checkpoint_id=tmp / OPTIMIZER_DIR, no_dist=not ranks.distributed)
+        dcp.save(get_optimizer_state_dict(model, optimizer), checkpoint_id=tmp / OPTIMIZER_DIR,
+                 no_dist=not ranks.distributed)
     if ranks.is_main:
         assert state is not None
         _save_weights(tmp, run_dir, step, model, state)

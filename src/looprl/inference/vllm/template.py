@@ -42,7 +42,8 @@ _REWRITE = """{%- set ns = namespace(out=[], previous=none, parts=[]) -%}
       {%- set call = {"name": c.function.name, "arguments": c.function.arguments} -%}
       {%- set ns.parts = ns.parts + ["<tool_call>\\n" ~ (call | tojson) ~ "\\n</tool_call>"] -%}
     {%- endfor -%}
-    {%- set ns.out = ns.out + [{"role": "system" if m.role == "developer" else m.role, "content": ns.parts | join("\\n")}] -%}
+    {%- set ns.out = ns.out + [{"role": "system" if m.role == "developer" else m.role,
+                                "content": ns.parts | join("\\n")}] -%}
   {%- endif -%}
   {%- set ns.previous = m.role -%}
 {%- endfor -%}

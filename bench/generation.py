@@ -29,13 +29,15 @@ from looprl.models import DEFAULT_MODEL, load_model_and_tokenizer
 
 TOPICS = ["the sea", "a lighthouse", "coffee", "trains", "a lost key", "winter", "a robot", "the moon",
           "bees", "a library", "rain", "chess", "a volcano", "bread", "a violin", "the desert"]
-PROMPTS = [f"Write a short story about {t}." if i % 2 == 0 else f"Explain {t} to a child in three sentences." for t in TOPICS for i in range(2)]
+PROMPTS = [f"Write a short story about {t}." if i % 2 == 0 else f"Explain {t} to a child in three sentences."
+           for t in TOPICS for i in range(2)]
 CONCURRENCY = (1, 8, 32)
 
 
 async def server_run(engine: EngineProcess, prompts: list[str], max_tokens: int) -> tuple[int, float]:
     async def one(client: httpx.AsyncClient, prompt: str) -> int:
-        body = {"model": engine.model_name, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens, "temperature": 1.0}
+        body = {"model": engine.model_name, "messages": [{"role": "user", "content": prompt}],
+                "max_tokens": max_tokens, "temperature": 1.0}
         response = await client.post(f"{engine.base_url}/chat/completions", json=body)
         response.raise_for_status()
         return int(response.json()["usage"]["completion_tokens"])
@@ -47,7 +49,8 @@ async def server_run(engine: EngineProcess, prompts: list[str], max_tokens: int)
 
 
 def generate_run(model, tokenizer, prompts: list[str], max_tokens: int) -> tuple[int, float]:  # type: ignore[no-untyped-def]
-    texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True) for p in prompts]
+    texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+             for p in prompts]
     tokenizer.padding_side = "left"
     batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
     start = time.perf_counter()
@@ -61,7 +64,8 @@ def generate_run(model, tokenizer, prompts: list[str], max_tokens: int) -> tuple
     return tokens, elapsed
 
 
-async def bench(model_name: str, max_tokens: int, backend: str, model, tokenizer) -> list[tuple[int, int, float, int, float]]:  # type: ignore[no-untyped-def]
+async def bench(model_name: str, max_tokens: int, backend: str, model,  # type: ignore[no-untyped-def]
+                tokenizer) -> list[tuple[int, int, float, int, float]]:
     """(concurrency, server tokens, server seconds, generate tokens, generate seconds) rows for `backend`."""
     rows = []
     async with engine_process(InferenceConfig(backend=backend), model_name) as engine:  # type: ignore[arg-type]
@@ -83,9 +87,11 @@ def main() -> None:
     model, tokenizer = load_model_and_tokenizer(args.model)
     generate_run(model, tokenizer, PROMPTS[:2], 8)  # warm-up
     results = {b: asyncio.run(bench(args.model, args.max_tokens, b, model, tokenizer)) for b in args.backends}
-    table = Table(title=f"{args.model}: tokens/s, max_tokens={args.max_tokens}, {torch.get_num_threads()} torch threads")
+    table = Table(title=f"{args.model}: tokens/s, max_tokens={args.max_tokens}, "
+                        f"{torch.get_num_threads()} torch threads")
     for column in ("concurrent", *(f"{b} tok/s" for b in args.backends), "generate tok/s",
-                   *(f"{b} / generate" for b in args.backends), *(["vllm / embedded"] if len(args.backends) == 2 else [])):
+                   *(f"{b} / generate" for b in args.backends),
+                   *(["vllm / embedded"] if len(args.backends) == 2 else [])):
         table.add_column(column, justify="right")
     for i, c in enumerate(CONCURRENCY):
         server = {b: results[b][i][1] / results[b][i][2] for b in args.backends}

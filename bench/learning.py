@@ -91,12 +91,14 @@ def run_trl(args: argparse.Namespace) -> list[tuple[float, float]]:
 
     config = GRPOConfig(
         output_dir=str(Path(args.out) / "trl"), per_device_train_batch_size=32, num_generations=8,
-        gradient_accumulation_steps=1, max_completion_length=12, reward_weights=[1.0, 0.5], temperature=1.0, loss_type="dapo", beta=0.0,
+        gradient_accumulation_steps=1, max_completion_length=12, reward_weights=[1.0, 0.5], temperature=1.0,
+        loss_type="dapo", beta=0.0,
         learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, max_grad_norm=1.0,
         optim="adamw_torch_fused", use_cpu=True, report_to=[], save_strategy="no", bf16=False, logging_steps=1,
         max_steps=10000, seed=0,
     )
-    trainer = GRPOTrainer(model=str(resolve_model(DEFAULT_MODEL)), reward_funcs=[component("correct"), component("brief")],
+    trainer = GRPOTrainer(model=str(resolve_model(DEFAULT_MODEL)),
+                          reward_funcs=[component("correct"), component("brief")],
                           args=config, train_dataset=dataset, callbacks=[Clock()])
     trainer.train()
     return points
@@ -127,7 +129,8 @@ def main() -> None:
         target = summary("trl", results["trl"])["final_reward"]
         reached = next((t for t, r in results["looprl"] if r >= target), None)
         trl_time = results["trl"][-1][0]
-        print(f"looprl reaches TRL's final reward {target:.3f} after {reached if reached is None else round(reached)} s "
+        print(f"looprl reaches TRL's final reward {target:.3f} after "
+              f"{reached if reached is None else round(reached)} s "
               f"(TRL's run: {trl_time:.0f} s)")
 
 

@@ -83,7 +83,8 @@ async def main() -> None:
     print(f"{'':28}{'rollouts/s':>12}")
     print(f"{'no log records':28}{best_plain:12.1f}")
     print(f"{'10 log records / rollout':28}{best_logged:12.1f}")
-    print(f"{'ratio (with / without)':28}{best_logged / best_plain:12.3f}   capture overhead {100 * (1 - best_logged / best_plain):.1f} %")
+    print(f"{'ratio (with / without)':28}{best_logged / best_plain:12.3f}   "
+          f"capture overhead {100 * (1 - best_logged / best_plain):.1f} %")
 
 
 if __name__ == "__main__":

@@ -81,10 +81,12 @@ def trl_trainer(model: Any, tokenizer: Any, args: argparse.Namespace, out_dir: s
     config = GRPOConfig(
         output_dir=out_dir, per_device_train_batch_size=args.samples, num_generations=args.group_size,
         gradient_accumulation_steps=1, max_completion_length=args.completion_len[1], loss_type="dapo", beta=0.0,
-        learning_rate=LR, max_grad_norm=1.0, optim="adamw_torch_fused", use_cpu=True, report_to=[], save_strategy="no", bf16=False,
+        learning_rate=LR, max_grad_norm=1.0, optim="adamw_torch_fused", use_cpu=True, report_to=[], save_strategy="no",
+        bf16=False,
     )
     trainer = GRPOTrainer(model=model, reward_funcs=[lambda completions, **kw: [0.0] * len(completions)], args=config,
-                          train_dataset=Dataset.from_list([{"prompt": "hi"}] * args.samples), processing_class=tokenizer)
+                          train_dataset=Dataset.from_list([{"prompt": "hi"}] * args.samples),
+                          processing_class=tokenizer)
     trainer.create_optimizer_and_scheduler(num_training_steps=1000)
     trainer.current_gradient_accumulation_steps = 1
     trainer.model.train()

@@ -60,7 +60,8 @@ lr = 1e-3
 def store_steps(run: Path) -> tuple[list[int], list[tuple[int, int]]]:
     with closing(sqlite3.connect(run / "looprl.db")) as db:
         steps = [r[0] for r in db.execute("SELECT step FROM steps ORDER BY step")]
-        rollouts = list(db.execute("SELECT step, count(*) FROM rollouts WHERE split='train' GROUP BY step ORDER BY step"))
+        rollouts = list(db.execute(
+            "SELECT step, count(*) FROM rollouts WHERE split='train' GROUP BY step ORDER BY step"))
         dropped = dict(db.execute("SELECT step, json_extract(metrics, '$.rollouts_dropped') FROM steps"))
     # rollouts dropped as too far off-policy are stored at the step that dropped them
     return steps, [(step, count - int(dropped.get(step) or 0)) for step, count in rollouts]
@@ -113,8 +114,10 @@ def test_rl_with_lora_trains_adapters_and_resumes(tmp_path):
     looprl("rl", "@", str(cfg), "--max_steps", "2", *lora)
     assert (run / "checkpoints" / "step_2" / "adapter_model.safetensors").is_file()
     # merged, for the engine (which refuses adapter weights); removed once loaded
-    assert f"loaded weights version 2 from {run.resolve() / 'broadcasts' / 'step_2'}" in (run / "logs" / "inference.log").read_text()
-    assert [p.name for p in (run / "broadcasts").iterdir()] == []  # the resumed trainer re-broadcasts its restored weights
+    assert (f"loaded weights version 2 from {run.resolve() / 'broadcasts' / 'step_2'}"
+            in (run / "logs" / "inference.log").read_text())
+    # the resumed trainer re-broadcasts its restored weights
+    assert [p.name for p in (run / "broadcasts").iterdir()] == []
     looprl("rl", "@", str(cfg), "--max_steps", "3", "--resume", *lora)
     assert store_steps(run) == ([1, 2, 3], [(1, 8), (2, 8), (3, 8)])
     assert "engine on weights version 2" in (run / "logs" / "orchestrator.log").read_text()

@@ -9,7 +9,8 @@ from tests.integration.test_rl_cli import config, looprl, store_steps
 def test_two_cpu_ranks_train_checkpoint_and_resume(tmp_path):
     cfg = config(tmp_path)
     run = tmp_path / "run"
-    ranks = ["--trainer.world_size", "2", "--trainer.checkpoint.resume_every_s", "0", "--orchestrator.eval.interval", "0"]
+    ranks = ["--trainer.world_size", "2", "--trainer.checkpoint.resume_every_s", "0",
+             "--orchestrator.eval.interval", "0"]
     looprl("rl", "@", str(cfg), "--max_steps", "2", *ranks)
     trainer_log = (run / "logs" / "trainer.log").read_text()
     assert "trainer rank 0 of 2" in trainer_log and "trainer rank 1 of 2" not in trainer_log  # rank 0 only

@@ -103,8 +103,8 @@ def test_sampled_logprobs_match_the_trainer(engine, reference):
         trained.append(teacher_forced(model, body["prompt_token_ids"], choice["token_ids"]))
     served_all, trained_all = torch.cat(served), torch.cat(trained)
     kl = float(token_kl(served_all.double(), trained_all.double()).mean())  # float32 rounds tiny k3 terms to 0
-    print(f"{engine.backend}: mismatch KL {kl:.2e}, max |logprob diff| {float((served_all - trained_all).abs().max()):.2e} "
-          f"over {len(served_all)} tokens")
+    max_diff = float((served_all - trained_all).abs().max())
+    print(f"{engine.backend}: mismatch KL {kl:.2e}, max |logprob diff| {max_diff:.2e} over {len(served_all)} tokens")
     assert kl < 1e-3
     assert torch.allclose(served_all, trained_all, atol=TOLERANCE)
 
@@ -127,7 +127,8 @@ def test_tool_calls_and_multi_turn_token_drift(engine):
 
     def call(city, i):
         function = {"name": "get_weather", "arguments": json.dumps({"city": city})}
-        return {"role": "assistant", "content": None, "tool_calls": [{"id": f"call_{i}", "type": "function", "function": function}]}
+        return {"role": "assistant", "content": None,
+                "tool_calls": [{"id": f"call_{i}", "type": "function", "function": function}]}
 
     messages = [{"role": "user", "content": "Weather in London?"}, call("London", 1),
                 {"role": "user", "content": "Weather in Rome?"}, call("Rome", 2),
@@ -136,8 +137,10 @@ def test_tool_calls_and_multi_turn_token_drift(engine):
     choice = first["choices"][0]
     assert choice["finish_reason"] == "tool_calls", choice
     [tool_call] = choice["message"]["tool_calls"]
-    assert tool_call["function"]["name"] == "get_weather" and json.loads(tool_call["function"]["arguments"]) == {"city": "Paris"}
-    assistant = {"role": "assistant", "content": choice["message"]["content"], "tool_calls": choice["message"]["tool_calls"]}
+    assert tool_call["function"]["name"] == "get_weather"
+    assert json.loads(tool_call["function"]["arguments"]) == {"city": "Paris"}
+    assistant = {"role": "assistant", "content": choice["message"]["content"],
+                 "tool_calls": choice["message"]["tool_calls"]}
     messages += [assistant, {"role": "tool", "tool_call_id": tool_call["id"], "content": "sunny, 25 C"}]
     second = chat(engine, messages, tools=WEATHER, temperature=0, max_tokens=16, logprobs=True, return_token_ids=True)
     answer = second["choices"][0]

@@ -56,7 +56,8 @@ def test_an_output_holding_a_run_is_refused_before_the_engine_and_left_alone(eng
     (out / "logs" / "inference.log").write_text("old engine\n")
     err = one_line_error(capsys, ["eval", ENV, "-o", str(out)])
     assert "--overwrite" in err and not engine.started
-    assert (out / "logs" / "inference.log").read_text() == "old engine\n" and (out / "looprl.db").read_bytes() == b"old run"
+    assert (out / "logs" / "inference.log").read_text() == "old engine\n"
+    assert (out / "looprl.db").read_bytes() == b"old run"
 
 
 def test_eval_announces_the_engine_and_reports_progress_when_piped(engine, tmp_path, capsys):
@@ -65,7 +66,8 @@ def test_eval_announces_the_engine_and_reports_progress_when_piped(engine, tmp_p
         engine.base_url = server.base_url
         assert main(["eval", ENV, "--split", "train", "-n", "3", "-r", "2", "-o", str(out)]) == 0
     stdout = capsys.readouterr().out
-    assert "starting engine smollm2-135m-instruct (embedded)…" in stdout and re.search(r"engine ready in \d+\.\d+s", stdout)
+    assert "starting engine smollm2-135m-instruct (embedded)…" in stdout
+    assert re.search(r"engine ready in \d+\.\d+s", stdout)
     assert stdout.index("engine ready") < stdout.index("rollouts: 0/6 done")
     assert re.search(r"rollouts · mean reward \d\.\d{3}: 6/6 done", stdout)
     assert engine.started == [out / "logs" / "inference.log"]

@@ -36,7 +36,8 @@ def test_a_failed_check_is_marked(tmp_path, capsys):
         "class Empty(BaseEnv):\n"
         "    max_turns = 1\n"
         "    async def create_dataset(self, split, base_dir, *, max_examples=None):\n"
-        "        return Dataset([{'prompt_messages': [{'role': 'user', 'content': 'x'}]}] if split == 'train' else [])\n"
+        "        return Dataset([{'prompt_messages': [{'role': 'user', 'content': 'x'}]}]"
+        " if split == 'train' else [])\n"
         "    async def compute_reward(self, rollout):\n"
         "        return {'ok': 1.0}\n")
     with ScriptedServer(lambda body: Reply("hi")) as server:

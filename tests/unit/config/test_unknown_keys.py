@@ -31,8 +31,10 @@ def test_every_config_table_forbids_unknown_keys(model):
 @pytest.mark.parametrize(("argv", "message"), [
     (["--orchestrator.sampling.temprature", "0.5"],
      "orchestrator.sampling.temprature: Extra inputs are not permitted (did you mean temperature?)"),
-    (["--orchestrator.batchsize", "4"], "orchestrator.batchsize: Extra inputs are not permitted (did you mean batch_size?)"),
-    (["--orchestrator.eval.intervall", "2"], "orchestrator.eval.intervall: Extra inputs are not permitted (did you mean interval?)"),
+    (["--orchestrator.batchsize", "4"],
+     "orchestrator.batchsize: Extra inputs are not permitted (did you mean batch_size?)"),
+    (["--orchestrator.eval.intervall", "2"],
+     "orchestrator.eval.intervall: Extra inputs are not permitted (did you mean interval?)"),
     (["--trainer.lora.rnak", "4"], "trainer.lora.rnak: Extra inputs are not permitted (did you mean rank?)"),
     (["--trainer.loss.ratio.type", "clipped", "--trainer.loss.ratio.eps_hihg", "0.3"],
      "trainer.loss.ratio.clipped.eps_hihg: Extra inputs are not permitted (did you mean eps_high?)"),
@@ -46,5 +48,6 @@ def test_an_unknown_key_is_an_error_naming_its_path_and_the_closest_key(argv, me
 
 
 def test_the_slurm_table_rejects_unknown_keys():
-    with pytest.raises(UserError, match=r"gpus_per_nod: Extra inputs are not permitted \(did you mean gpus_per_node\?\)"):
+    with pytest.raises(UserError,
+                       match=r"gpus_per_nod: Extra inputs are not permitted \(did you mean gpus_per_node\?\)"):
         validate(SlurmConfig, {"gpus_per_nod": 4})

@@ -57,8 +57,10 @@ def by_prompt(body) -> Reply:
     if p == "http500":
         return Reply(status=500)
     if p == "ctx":
-        return Reply(status=400, error={"message": "This model's maximum context length is 10 tokens", "type": "x", "code": None})
-    if p in ("tool", "tool-boom", "tool-fail", "tool-opaque", "bad-json", "unknown-tool", "non-object") and not tool_msgs:
+        return Reply(status=400, error={"message": "This model's maximum context length is 10 tokens", "type": "x",
+                                        "code": None})
+    if p in ("tool", "tool-boom", "tool-fail", "tool-opaque", "bad-json", "unknown-tool",
+             "non-object") and not tool_msgs:
         calls = {"tool": [("add", {"a": 1, "b": 2})], "tool-boom": [("add", {"a": "boom"})],
                  "tool-opaque": [("add", {"a": "opaque"})],
                  "tool-fail": [("add", {"a": "fail"})], "bad-json": [("add", "{not json")],

@@ -21,7 +21,8 @@ ENV = textwrap.dedent('''
         max_turns = 1
 
         async def create_dataset(self, split, base_dir, *, max_examples=None):
-            return Dataset([{"prompt_messages": [{"role": "user", "content": f"q{i}"}]} for i in range(3)], max_examples=max_examples)
+            return Dataset([{"prompt_messages": [{"role": "user", "content": f"q{i}"}]} for i in range(3)],
+                           max_examples=max_examples)
 
         async def compute_reward(self, rollout):
             kind = rollout.example_args.get("kind")

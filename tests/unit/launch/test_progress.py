@@ -36,10 +36,12 @@ def test_steps_warnings_and_summary(tmp_path):
     writer.close()
     progress.close(completed=True)
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith("step 2/3 | reward 0.250 | eval 0.500 | ") and "s/step | gen 120 tok/s train 900 tok/s | ETA " in lines[0]
+    assert lines[0].startswith("step 2/3 | reward 0.250 | eval 0.500 | ")
+    assert "s/step | gen 120 tok/s train 900 tok/s | ETA " in lines[0]
     assert lines[1] == "warning: orchestrator.reward_weights names 'typo', but no scored rollout of step 1 emitted it"
     assert lines[2].startswith("step 3/3 | reward 0.750 | eval 1.000 | ") and lines[2].endswith("ETA 0s")
-    assert lines[3].startswith("looprl rl: done in ") and lines[3].endswith("3 steps: final reward 0.750, eval reward 1.000") and len(lines) == 4
+    assert lines[3].startswith("looprl rl: done in ")
+    assert lines[3].endswith("3 steps: final reward 0.750, eval reward 1.000") and len(lines) == 4
     assert sorted(p.name for p in tmp_path.iterdir()) == ["logs", "looprl.db"]  # the progress reader closed
 
 

@@ -18,7 +18,8 @@ class LoggingSeedEnv(seed_000_logging.MyEnv):
         return Dataset([])
 
     async def list_tools(self):
-        return [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}]
+        return [{"type": "function",
+                 "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}]
 
     async def _dispatch(self, tool_name, **args):
         return {"found": args}

@@ -48,7 +48,8 @@ def test_a_failed_session_leaves_a_failed_run_that_overwrite_replaces(tmp_path):
 def test_score_uses_the_run_reward_weights(tmp_path):
     s = session(tmp_path / "run", reward_weights={"correct": 3.0})
     common = dict(group_id="g", example_id="e", split="eval", messages=[], started_at=0.0, finished_at=1.0)
-    scored = RolloutResult(rollout_id="a", rewards={"correct": 1.0, "format": 0.5}, termination_reason="finished", **common)
+    scored = RolloutResult(rollout_id="a", rewards={"correct": 1.0, "format": 0.5}, termination_reason="finished",
+                           **common)
     failed = RolloutResult(rollout_id="b", termination_reason="env_error", **common)
     assert s.score(scored) == 3.5 and s.score(failed) is None
 

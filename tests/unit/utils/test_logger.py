@@ -83,7 +83,8 @@ def test_text_lines_name_the_rollout_bound_to_a_record():
 def test_a_stdlib_record_whose_arguments_do_not_fit_its_format_is_logged_as_written():
     sink = io.StringIO()
     setup_logger("info", sink=sink)
-    [handler] = [h for h in logging.getLogger().handlers if isinstance(h, InterceptHandler)]  # not pytest's, which raises
+    # not pytest's, which raises
+    [handler] = [h for h in logging.getLogger().handlers if isinstance(h, InterceptHandler)]
     handler.handle(logging.LogRecord("env", logging.INFO, __file__, 1, "%d items", ("many",), None))
     assert "'%d items' % ('many',) (logging error: TypeError: %d format: a real number is required, not str)" \
         in sink.getvalue()

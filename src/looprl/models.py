@@ -65,7 +65,8 @@ def load_model_and_tokenizer(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = resolve_model(name_or_path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
+    # transformers' typed wrapper of `.to` loses the bound model
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()  # type: ignore[arg-type]
     tokenizer = AutoTokenizer.from_pretrained(path)
     return model, tokenizer
 

@@ -120,6 +120,7 @@ async def run_eval(cfg: EvalConfig, on_group: Callable[[list[RolloutRecord]], No
             await asyncio.gather(*(one_group(e) for e in examples))
         finally:
             mark_zero_filled(records)
+            assert session.writer is not None  # set while the session is open
             session.writer.mark_zero_filled(records)
             session.summary = summarize(records, time.time() - started, cfg.reward_weights)
     return session.summary

@@ -13,6 +13,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,7 @@ from fastapi.responses import JSONResponse
 
 from looprl.envs.types import Message
 from looprl.gateway.app import error_response
-from looprl.store.records import RolloutRecord
+from looprl.store.records import ModelCall, RolloutRecord
 
 CONTEXT_ERRORS = ("context_budget_exceeded", "context_length_exceeded")
 
@@ -52,7 +53,8 @@ def recorded_calls(record: RolloutRecord) -> list[RecordedCall]:
     """The rollout's calls in order, each paired with the transcript prefix it was sent and its answer."""
     turns = [i for i, m in enumerate(record.messages) if m.get("role") == "assistant"]
     calls, next_turn = [], iter(turns)
-    for call in record.model_calls or [None] * len(turns):
+    recorded: Sequence[ModelCall | None] = record.model_calls or [None] * len(turns)
+    for call in recorded:
         if call is not None and call.status != 200:
             calls.append(RecordedCall(record.messages, None, status=call.status, error=call.error))
             break  # a failed call ends the rollout

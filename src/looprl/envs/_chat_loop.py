@@ -76,7 +76,8 @@ async def run_chat_loop(env: BaseEnv, rollout: BaseRollout, client: openai.Async
             rollout.termination_reason = "max_turns_exceeded"
             return
         try:
-            response = await client.chat.completions.create(
+            # plain message dicts, not the SDK's TypedDicts its overloads want
+            response = await client.chat.completions.create(  # type: ignore[call-overload]
                 model=model, messages=rollout.messages, **({"tools": tools} if tools else {}))
         except openai.APIStatusError as e:
             if e.status_code == 400 and _is_context_error(e):

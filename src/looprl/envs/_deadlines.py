@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import FrameType
+from typing import Any
 
 
 @dataclass
@@ -28,7 +29,7 @@ class Stuck:
     stack: str = ""
 
 
-def _awaited_frames(task: asyncio.Task) -> Iterator[FrameType]:
+def _awaited_frames(task: asyncio.Task[Any]) -> Iterator[FrameType]:
     """The frames of the task's await chain, outermost first (`Task.get_stack` gives only the outermost).
 
     Follows coroutines, generators and async generators; `anext(gen)` (how `asynccontextmanager`
@@ -45,7 +46,7 @@ def _awaited_frames(task: asyncio.Task) -> Iterator[FrameType]:
                          None)
 
 
-def task_stack(task: asyncio.Task) -> str:
+def task_stack(task: asyncio.Task[Any]) -> str:
     """Where `task` is suspended: each coroutine of its await chain, down to the innermost await."""
     frames = traceback.StackSummary.extract((f, f.f_lineno) for f in _awaited_frames(task))
     return f"Stack for {task!r} (most recent call last):\n" + "".join(frames.format()).rstrip()

@@ -29,7 +29,9 @@ def _pool() -> httpx.AsyncClient:
 
 def model_client(base_url: str) -> openai.AsyncOpenAI:
     """A client for one rollout's gateway URL (no retries: a failed call is the rollout's `model_error`)."""
-    return openai.AsyncOpenAI(base_url=base_url, api_key="looprl", http_client=_pool(), max_retries=0)
+    # openai's stubs name httpx2's AsyncClient; at run time it takes httpx's
+    return openai.AsyncOpenAI(base_url=base_url, api_key="looprl", http_client=_pool(),  # type: ignore[arg-type]
+                              max_retries=0)
 
 
 async def warm_up() -> None:
@@ -41,7 +43,8 @@ async def warm_up() -> None:
         {"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}]}
     transport = httpx.MockTransport(lambda request: httpx.Response(200, json=reply))
     async with httpx.AsyncClient(transport=transport) as http:
-        client = openai.AsyncOpenAI(base_url="http://warm-up/v1", api_key="looprl", http_client=http, max_retries=0)
+        client = openai.AsyncOpenAI(base_url="http://warm-up/v1", api_key="looprl",
+                                    http_client=http, max_retries=0)  # type: ignore[arg-type]  # as in model_client
         await client.chat.completions.create(model="warm-up", messages=[{"role": "user", "content": ""}],
                                              tools=[{"type": "function", "function": {"name": "f"}}])
 

@@ -298,8 +298,9 @@ class EnvServer:
 
     def _blocked(self, slot: _Slot, message: WorkerBlocked) -> None:
         """The worker's watchdog caught env code holding its event loop: end those rollouts, kill it."""
-        timeouts = {p.request.timeout_s for rid in message.rollout_ids
-                    if (p := slot.rollouts.get(rid)) is not None and p.request is not None}
+        timeouts = {p.request.timeout_s for rid in message.rollout_ids  # the watchdog watches only timed rollouts
+                    if (p := slot.rollouts.get(rid)) is not None and p.request is not None
+                    and p.request.timeout_s is not None}
         error = (f"rollout exceeded its {', '.join(map(str, sorted(timeouts)))} s timeout in blocking code: env code "
                  f"held env worker {slot.worker_id}'s event loop for {message.blocked_s:.1f} s, and the worker was "
                  f"restarted. Stuck at (most recent call last):\n{message.stack}")

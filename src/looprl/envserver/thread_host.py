@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,8 +44,8 @@ class ThreadEnvHost:
     async def _construct(self) -> Environment:
         return self._make_env()
 
-    async def _call(self, factory: Callable[[], Awaitable[T]]) -> T:
-        future = asyncio.run_coroutine_threadsafe(factory(), self._loop)  # type: ignore[arg-type]
+    async def _call(self, factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        future = asyncio.run_coroutine_threadsafe(factory(), self._loop)
         return await asyncio.wrap_future(future)
 
     async def create_dataset(self, split: DatasetSplit, base_dir: Path, max_examples: int | None) -> Dataset:
@@ -58,7 +58,7 @@ class ThreadEnvHost:
         env = self.env
         return await self._call(lambda: run_group_captured(env, request, self._limits))
 
-    async def call(self, fn: Callable[[Environment], Awaitable[Any]]) -> Any:
+    async def call(self, fn: Callable[[Environment], Coroutine[Any, Any, Any]]) -> Any:
         """Run `fn(env)` on the env's loop (for checks such as `list_tools`)."""
         assert self.env is not None
         env = self.env

@@ -23,6 +23,13 @@ from transformers import DynamicCache, LlamaForCausalLM
 _CACHE_ARG = "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
 
 
+
+def _kv_layers(cache: DynamicCache) -> list[Any]:
+    """The cache's layers, each with filled `keys` and `values` tensors. transformers types them as any
+    layer kind (linear-attention layers have none) with tensors that are None until the first forward."""
+    return cache.layers
+
+
 @dataclass
 class Prefill:
     """Prompts run together: their KV cache and mask (one row per copy) and next-token logits [rows, vocab]."""
@@ -67,7 +74,7 @@ class DecodeBatch:
             self.cache, self.mask = new.cache, new.mask
             return
         length = max(self.mask.shape[1], new.mask.shape[1])
-        for mine, theirs in zip(self.cache.layers, new.cache.layers):
+        for mine, theirs in zip(_kv_layers(self.cache), _kv_layers(new.cache)):
             mine.keys = torch.cat([_pad_left(mine.keys, length), _pad_left(theirs.keys, length)])
             mine.values = torch.cat([_pad_left(mine.values, length), _pad_left(theirs.values, length)])
         self.mask = torch.cat([_pad_left(self.mask, length), _pad_left(new.mask, length)])
@@ -96,7 +103,7 @@ class DecodeBatch:
         self.mask = self.mask[index]
         start = int(self.mask.any(dim=0).nonzero()[0])
         self.mask = self.mask[:, start:]
-        for layer in self.cache.layers:
+        for layer in _kv_layers(self.cache):
             layer.keys = layer.keys[index, :, start:]
             layer.values = layer.values[index, :, start:]
 

@@ -39,5 +39,6 @@ def create_app(run_dirs: list[Path], token: str | None = None) -> FastAPI:
     app.include_router(api.router)
     app.include_router(explain.router)
     app.include_router(pages.router)
-    app.add_exception_handler(StarletteHTTPException, pages.error_page)
+    # Starlette types handlers for Exception, not the class they are registered for
+    app.add_exception_handler(StarletteHTTPException, pages.error_page)  # type: ignore[arg-type]
     return app

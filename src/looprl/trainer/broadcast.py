@@ -32,6 +32,7 @@ def broadcast_weights(run_dir: Path, step: int, model: Any, state: StateDict | N
     """Write `state` (rank 0's gathered weights of `model`; default: one process's own) as broadcast `step`."""
     if state is None:
         state = full_state_dict(model, Ranks())
+        assert state is not None  # one process is its own main rank
     target = broadcast_dir(run_dir, step)
     shutil.rmtree(target, ignore_errors=True)
     if adapter_only and is_lora(model):

@@ -20,8 +20,10 @@ def add_lora(model: Any, cfg: LoraConfig) -> Any:
     from peft import LoraConfig as PeftLoraConfig
     from peft import get_peft_model
 
-    return get_peft_model(model, PeftLoraConfig(r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
-                                                target_modules=cfg.target_modules, task_type="CAUSAL_LM"))
+    # peft annotates lora_alpha as int but scales by any number (alpha / rank)
+    return get_peft_model(model, PeftLoraConfig(r=cfg.rank, lora_alpha=cfg.alpha,  # type: ignore[arg-type]
+                                                lora_dropout=cfg.dropout, target_modules=cfg.target_modules,
+                                                task_type="CAUSAL_LM"))
 
 
 def is_lora(model: Any) -> bool:

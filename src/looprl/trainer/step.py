@@ -73,7 +73,7 @@ def train_step(
         totals["mismatch_kl"] += float(token_kl(inference[mask], logprobs.detach()[mask]).sum())
     totals = all_sum(totals, ranks)
     grad_norm = full_value(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
-    lr = scheduler.get_last_lr()[0]
+    lr = float(scheduler.get_last_lr()[0])
     optimizer.step()
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)

@@ -14,7 +14,7 @@ state dict, the others None); with one process it is the model's own state dict.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from safetensors.torch import save_file
@@ -36,7 +36,7 @@ def full_state_dict(model: Any, ranks: Ranks) -> StateDict | None:
     )
 
     state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    return state if ranks.is_main else None
+    return cast(StateDict, state) if ranks.is_main else None  # full_state_dict=True: plain tensors
 
 
 def merged(model: Any, state: StateDict) -> StateDict:

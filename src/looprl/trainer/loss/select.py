@@ -17,5 +17,6 @@ def token_loss(config: LossConfig) -> TokenLoss:
 
 def normalize(config: LossConfig) -> normalization.Normalization:
     if config.normalization == "constant":
+        assert config.normalization_constant is not None  # LossConfig's validator requires it
         return partial(normalization.constant, denominator=config.normalization_constant)
     return getattr(normalization, config.normalization)

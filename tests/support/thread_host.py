@@ -1,9 +1,9 @@
-"""An environment hosted on its own event loop in a dedicated thread.
+"""An environment hosted on its own event loop in a dedicated thread: the tests' in-process env host.
 
-User code must never run on the orchestrator's event loop: a blocking hook would stall the gateway
-and every other rollout. This host gives the env a loop of its own in one thread; the orchestrator
-awaits its results through futures. `looprl eval` uses it; `looprl rl` uses env server processes,
-which run the same `run_group_captured` inside worker processes.
+Env code still never runs on the caller's event loop (the env gets a loop of its own in one thread,
+results come back through futures), but without worker processes, so unit tests of the contract
+start in milliseconds. Every command runs env code in env server processes (`EnvServerHost`), which
+run the same `run_group_captured` inside worker processes.
 """
 
 from __future__ import annotations
@@ -57,12 +57,6 @@ class ThreadEnvHost:
         assert self.env is not None
         env = self.env
         return await self._call(lambda: run_group_captured(env, request, self._limits))
-
-    async def call(self, fn: Callable[[Environment], Coroutine[Any, Any, Any]]) -> Any:
-        """Run `fn(env)` on the env's loop (for checks such as `list_tools`)."""
-        assert self.env is not None
-        env = self.env
-        return await self._call(lambda: fn(env))
 
     async def aclose(self) -> None:
         if self.env is not None:

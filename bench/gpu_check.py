@@ -8,11 +8,14 @@ locally: throughput does not need trained weights. It measures
 - `trainer_tokens_per_s`: looprl's `train_step` (forward, backward, AdamW) on packed 16k-token rows,
   bf16 compute over fp32 master weights, flex attention; prime-rl's published figure for Qwen3-0.6B,
   16k sequence length, 1xH100 is 11.9k tokens/s;
-- `engine_tokens_per_s`: the embedded engine's generation throughput (batched sampling).
+- `engine_tokens_per_s`: the embedded engine's generation throughput (batched sampling), measured
+  in-process through `Engine.generate` (no HTTP server), bf16 weights on the GPU, its allocator capped
+  at `--engine-memory-fraction` of the GPU as when it shares the GPU with the trainer
+  (`deployment.inference_memory_fraction`); `engine_peak_memory_gib` is what it used.
 
-It imports only torch, transformers, safetensors and looprl's trainer and engine modules (which need
-pydantic and loguru: see README "Scaling up" for carrying them as wheels). One JSON report, printed
-and written to `--out`.
+It imports only torch, transformers, safetensors and looprl's trainer and engine modules (the trainer's
+need pydantic and loguru, the engine's loguru; no fastapi or uvicorn: see README "Scaling up" for
+carrying them as wheels). One JSON report, printed and written to `--out`.
 
     PYTHONPATH=src python bench/gpu_check.py --out gpu_check.json [--rows 2 --steps 3]
 """
@@ -106,10 +109,11 @@ def trainer_throughput(model: Any, rows: int, steps: int) -> dict[str, float]:
             "trainer_peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30}
 
 
-def engine_throughput(model: Any, sequences: int, max_tokens: int) -> dict[str, float]:
+def engine_throughput(model: Any, sequences: int, max_tokens: int, memory_fraction: float) -> dict[str, float]:
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
 
+    from looprl.inference.device import limit_memory
     from looprl.inference.engine import Engine
     from looprl.inference.token_sampling import SamplingParams
 
@@ -131,9 +135,21 @@ def engine_throughput(model: Any, sequences: int, max_tokens: int) -> dict[str, 
         finally:
             engine.stop()
 
+    cuda = engine_model.device.type == "cuda"
+    if cuda:
+        limit_memory(engine_model.device, memory_fraction)
+        torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
-    tokens = asyncio.run(generate())
-    return {"engine_tokens_per_s": tokens / (time.perf_counter() - start), "engine_tokens": float(tokens)}
+    try:
+        tokens = asyncio.run(generate())
+    finally:
+        if cuda:
+            torch.cuda.set_per_process_memory_fraction(1.0)
+    report = {"engine_tokens_per_s": tokens / (time.perf_counter() - start), "engine_tokens": float(tokens)}
+    if cuda:
+        report |= {"engine_memory_fraction": memory_fraction,
+                   "engine_peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30}
+    return report
 
 
 def main() -> int:
@@ -144,6 +160,8 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=3, help="timed optimizer steps")
     parser.add_argument("--sequences", type=int, default=64)
     parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--engine-memory-fraction", type=float, default=0.4,
+                        help="the engine's cap on GPU memory (deployment.inference_memory_fraction's default)")
     args = parser.parse_args()
     report: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.cuda.is_available(),
                               "device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
@@ -155,7 +173,8 @@ def main() -> int:
         report["params_m"] = sum(p.numel() for p in model.parameters()) / 1e6
         for name, check in (("tree_equal_flex", lambda: {"tree_flex_vs_dense_max_abs": tree_equal_flex(model)}),
                             ("trainer", lambda: trainer_throughput(model, args.rows, args.steps)),
-                            ("engine", lambda: engine_throughput(model, args.sequences, args.max_tokens))):
+                            ("engine", lambda: engine_throughput(model, args.sequences, args.max_tokens,
+                                                                 args.engine_memory_fraction))):
             try:
                 report.update(check())
             except Exception:  # one failing measure must not hide the others

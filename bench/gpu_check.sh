@@ -1,7 +1,8 @@
 #!/bin/bash
 # The prepared GPU check: trainer and embedded-engine throughput on one GPU, nothing downloaded.
 # Needs python with torch (CUDA), transformers and safetensors; looprl's trainer also imports pydantic
-# and loguru: when missing they are installed offline from .device-wheels/ (README "Scaling up").
+# and loguru, its engine loguru (measured in-process: no fastapi/uvicorn). When missing they are
+# installed offline from .device-wheels/ (README "Scaling up"). Without CUDA it reports "no CUDA device".
 #   bash bench/gpu_check.sh [OUT.json] [extra bench/gpu_check.py args]
 set -euo pipefail
 cd "$(dirname "$0")/.."

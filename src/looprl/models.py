@@ -59,9 +59,9 @@ def resolve_model(name_or_path: str) -> Path:
 
 
 def load_model_and_tokenizer(
-    name_or_path: str, dtype: torch.dtype | str = "float32", device: str = "cpu"
+    name_or_path: str, dtype: torch.dtype | str = "float32", device: torch.device | str = "cpu"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Resolve `name_or_path`, then load the causal LM (eval mode) and its tokenizer."""
+    """Resolve `name_or_path`, then load the causal LM (eval mode, on `device`) and its tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = resolve_model(name_or_path)

@@ -16,6 +16,10 @@ from pydantic import Field
 
 from looprl.config.base import Strict
 
+MEMORY_FRACTION_ENV = "LOOPRL_GPU_MEMORY_FRACTION"
+"""How the launcher hands `inference_memory_fraction` to an engine that shares its GPU (read by the
+embedded engine's `--gpu-memory-fraction` and mapped to vLLM's `--gpu-memory-utilization`)."""
+
 
 class DeploymentConfig(Strict):
     """`[deployment]`: the GPUs of this machine each process sees (its `CUDA_VISIBLE_DEVICES`)."""
@@ -25,7 +29,8 @@ class DeploymentConfig(Strict):
     trainer_gpus: list[int] | None = None
     """GPUs of the trainer, one rank each (default: every GPU but the engine's; GPU 0 when it is the only one)."""
     inference_memory_fraction: float = Field(0.4, gt=0, lt=1)
-    """Share of a GPU's memory the engine may use when it shares that GPU with the trainer."""
+    """Share of a GPU's memory the engine may use when it shares that GPU with the trainer (the embedded
+    engine's `--gpu-memory-fraction`, vLLM's `--gpu-memory-utilization` unless `inference.vllm_args` sets it)."""
 
 
 class SlurmConfig(Strict):

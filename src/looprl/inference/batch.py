@@ -7,6 +7,9 @@ concatenated on the batch axis. Every decode step feeds one token per row with e
 ids and an attention mask that hides the padding. Finished rows are removed with an index select,
 and columns that became padding for every row are trimmed off the left. Cache entries at padded
 positions are zeroed, so nothing computed for padding can leak into real rows.
+
+Every tensor lives on the model's device (`model.device`: the CPU, or the GPU of `--device`); the
+ones made here from Python lists are created there, so a decode step copies only token ids in.
 """
 
 from __future__ import annotations
@@ -42,13 +45,14 @@ class Prefill:
 @torch.inference_mode()
 def prefill(model: Any, prompts: list[list[int]], copies: list[int]) -> Prefill:
     """Run `prompts` in one left-padded pass; prompt i gets `copies[i]` consecutive rows."""
+    device = model.device
     length = max(len(p) for p in prompts)
-    ids = torch.tensor([[0] * (length - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (length - len(p)) + [1] * len(p) for p in prompts])
+    ids = torch.tensor([[0] * (length - len(p)) + p for p in prompts], device=device)
+    mask = torch.tensor([[0] * (length - len(p)) + [1] * len(p) for p in prompts], device=device)
     positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
     out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1)
     cache = out.cache if _CACHE_ARG == "cache" else out.past_key_values
-    index = torch.repeat_interleave(torch.arange(len(prompts)), torch.tensor(copies))
+    index = torch.repeat_interleave(torch.arange(len(prompts), device=device), torch.tensor(copies, device=device))
     padding = (mask[index] == 0)[:, None, :, None]
     for layer in cache.layers:
         layer.keys = layer.keys[index].masked_fill(padding, 0.0)
@@ -82,11 +86,12 @@ class DecodeBatch:
     @torch.inference_mode()
     def decode(self, model: Any, input_ids: list[int], positions: list[int]) -> torch.Tensor:
         """Feed one token per row (at the given positions); return next-token logits [rows, vocab]."""
-        self.mask = torch.cat([self.mask, torch.ones(self.size, 1, dtype=torch.long)], dim=1)
+        device = self.mask.device
+        self.mask = torch.cat([self.mask, self.mask.new_ones(self.size, 1)], dim=1)
         out = model(
-            input_ids=torch.tensor(input_ids)[:, None],
+            input_ids=torch.tensor(input_ids, device=device)[:, None],
             attention_mask=self.mask,
-            position_ids=torch.tensor(positions)[:, None],
+            position_ids=torch.tensor(positions, device=device)[:, None],
             use_cache=True,
             **{_CACHE_ARG: self.cache},
         )
@@ -99,7 +104,7 @@ class DecodeBatch:
             self.cache, self.mask = None, torch.zeros(0, 0, dtype=torch.long)
             return
         assert self.cache is not None
-        index = torch.tensor(rows)
+        index = torch.tensor(rows, device=self.mask.device)
         self.mask = self.mask[index]
         start = int(self.mask.any(dim=0).nonzero()[0])
         self.mask = self.mask[:, start:]

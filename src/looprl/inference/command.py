@@ -9,7 +9,9 @@ loaded. With `--backend vllm` it runs vLLM's server as `looprl rl` does (same fl
 from __future__ import annotations
 
 import argparse
+import os
 
+from looprl.config.deployment import MEMORY_FRACTION_ENV
 from looprl.models import DEFAULT_MODEL
 
 
@@ -22,8 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--served-model-name", default=None, help="the name clients pass as `model` (default: --model)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to bind (default: 8000)")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                        help="auto: CUDA when present (default: auto)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                        help="weights dtype (default: float32)")
+                        help="weights dtype (default: float32, on GPUs too: the logprobs the trainer recomputes)")
+    parser.add_argument("--gpu-memory-fraction", type=float, default=os.environ.get(MEMORY_FRACTION_ENV),
+                        help=f"most of the GPU's memory the engine may take (default: ${MEMORY_FRACTION_ENV}, which "
+                             "`looprl rl` sets when engine and trainer share a GPU; else no cap)")
     parser.add_argument("--max-batch-size", type=int, default=64, help="most sequences decoded together (default: 64)")
     parser.add_argument(
         "--logprobs-mode",
@@ -47,11 +54,14 @@ def run(args: argparse.Namespace) -> int:
     logger = setup_logger(args.log_level, args.json_logging, process="inference")
 
     path = resolve_model(args.model)  # a bad name fails here, before the heavy imports below
+    from looprl.inference.device import engine_device, limit_memory
     from looprl.inference.engine import Engine
     from looprl.inference.server import create_app
 
-    logger.info("loading {} from {}", args.model, path)
-    model, tokenizer = load_model_and_tokenizer(str(path), dtype=args.dtype)
+    device = engine_device(args.device)
+    limit_memory(device, args.gpu_memory_fraction)
+    logger.info("loading {} from {} onto {} ({})", args.model, path, device, args.dtype)
+    model, tokenizer = load_model_and_tokenizer(str(path), dtype=args.dtype, device=device)
     engine = Engine(model, tokenizer, max_batch_size=args.max_batch_size, logprobs_mode=args.logprobs_mode)
     app = create_app(engine, args.served_model_name or args.model)
     # log_config=None: uvicorn's records go through stdlib logging into the process logger

@@ -2,6 +2,7 @@
 
     no GPU              engine and trainer on the CPU; `trainer.world_size` CPU ranks (gloo)
     one GPU             engine and trainer share GPU 0; the engine takes `inference_memory_fraction`
+                        (`LOOPRL_GPU_MEMORY_FRACTION` in its environment)
     several GPUs        `[deployment]` lists (default: engine on GPU 0, one trainer rank per other GPU)
 
 Each process sees only its GPUs (`CUDA_VISIBLE_DEVICES`), so inside it they count from 0. With more
@@ -15,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from looprl.config import RLConfig
+from looprl.config.deployment import MEMORY_FRACTION_ENV
 from looprl.errors import UserError
 from looprl.paths import torchrun_log_dir
-
-MEMORY_FRACTION_ENV = "LOOPRL_GPU_MEMORY_FRACTION"
 
 
 @dataclass

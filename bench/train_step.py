@@ -27,9 +27,9 @@ import torch
 
 from looprl.config import OrchestratorConfig
 from looprl.models import DEFAULT_MODEL
-from looprl.orchestrator.advantages import group_advantages
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.training_samples import TrainingSample
+from looprl.session.advantages import group_advantages
 from looprl.trainer.logprobs import token_logprobs
 from looprl.trainer.loss import clipped
 from looprl.trainer.model import load_policy
@@ -81,10 +81,12 @@ def trl_trainer(model: Any, tokenizer: Any, args: argparse.Namespace, out_dir: s
     config = GRPOConfig(
         output_dir=out_dir, per_device_train_batch_size=args.samples, num_generations=args.group_size,
         gradient_accumulation_steps=1, max_completion_length=args.completion_len[1], loss_type="dapo", beta=0.0,
-        learning_rate=LR, max_grad_norm=1.0, optim="adamw_torch_fused", use_cpu=True, report_to=[], save_strategy="no", bf16=False,
+        learning_rate=LR, max_grad_norm=1.0, optim="adamw_torch_fused", use_cpu=True, report_to=[], save_strategy="no",
+        bf16=False,
     )
     trainer = GRPOTrainer(model=model, reward_funcs=[lambda completions, **kw: [0.0] * len(completions)], args=config,
-                          train_dataset=Dataset.from_list([{"prompt": "hi"}] * args.samples), processing_class=tokenizer)
+                          train_dataset=Dataset.from_list([{"prompt": "hi"}] * args.samples),
+                          processing_class=tokenizer)
     trainer.create_optimizer_and_scheduler(num_training_steps=1000)
     trainer.current_gradient_accumulation_steps = 1
     trainer.model.train()

@@ -8,7 +8,8 @@ SYSTEM = "Reply with just the number."
 
 
 def example(a: int, b: int) -> dict:
-    return {"prompt_messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"What is {a} + {b}?"}],
+    return {"prompt_messages": [{"role": "system", "content": SYSTEM},
+                                {"role": "user", "content": f"What is {a} + {b}?"}],
             "answer": a + b}
 
 

@@ -27,7 +27,8 @@ class GroupJudgeEnv(BaseEnv):
             with rollout_context(r.rollout_id):
                 topic = r.example_args["topic"].split()[-1]
                 on_topic = topic.lower() in extract_completion_text(r.messages).lower()
-                logger.info("length %d (shortest %d), mentions %r: %s", lengths[r.rollout_id], shortest, topic, on_topic)
+                logger.info("length %d (shortest %d), mentions %r: %s", lengths[r.rollout_id], shortest, topic,
+                            on_topic)
                 results[r.rollout_id] = {"on_topic": float(on_topic),
                                          "shortest": float(lengths[r.rollout_id] == shortest)}
         return results

@@ -21,21 +21,24 @@ BROKEN_PIPE_STATUS = 1
 # subcommand -> module exposing `add_arguments(parser)` and `run(args) -> int`
 COMMANDS: dict[str, tuple[str, str]] = {
     "rl": ("looprl.launch.rl_command", "a whole training run: inference, env servers, orchestrator, trainer"),
-    "eval": ("looprl.orchestrator.eval_command", "rollouts of an environment against a model, recorded to a run dir"),
-    "validate": ("looprl.orchestrator.validate_command", "check an environment against the contract"),
-    "rollouts": ("looprl.store.rollouts_command", "a run's rollouts as a table or JSON lines"),
-    "logs": ("looprl.store.logs_command", "a rollout's (or a run's) log records"),
-    "metrics": ("looprl.store.metrics_command", "a run's per-step training metrics"),
+    "eval": ("looprl.commands.eval", "rollouts of an environment against a model, recorded to a run dir"),
+    "validate": ("looprl.commands.validate", "check an environment against the contract"),
+    "rollouts": ("looprl.commands.rollouts", "a run's rollouts as a table or JSON lines"),
+    "logs": ("looprl.commands.logs", "a rollout's (or a run's) log records"),
+    "metrics": ("looprl.commands.metrics", "a run's per-step training metrics"),
+    "rescore": ("looprl.commands.rescore", "re-run an (edited) env's reward code on a run's stored rollouts"),
+    "replay": ("looprl.commands.replay", "re-run one stored rollout with the model's recorded replies"),
     "inspect": ("looprl.inspector.command", "the rollout inspector web UI"),
     "inference": ("looprl.inference.command", "the embedded OpenAI-compatible inference engine"),
 }
 
 
 def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    parser = argparse.ArgumentParser(prog="looprl", description="Reinforcement learning for language models on Python environments.")
+    parser = argparse.ArgumentParser(prog="looprl",
+                                     description="Reinforcement learning for language models on Python environments.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parsers = {}
-    for name, (module, help_text) in COMMANDS.items():
+    for name, (_module, help_text) in COMMANDS.items():
         parsers[name] = sub.add_parser(name, help=help_text, description=help_text)
     return parser, parsers
 

@@ -59,13 +59,14 @@ def resolve_model(name_or_path: str) -> Path:
 
 
 def load_model_and_tokenizer(
-    name_or_path: str, dtype: torch.dtype | str = "float32", device: str = "cpu"
+    name_or_path: str, dtype: torch.dtype | str = "float32", device: torch.device | str = "cpu"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Resolve `name_or_path`, then load the causal LM (eval mode) and its tokenizer."""
+    """Resolve `name_or_path`, then load the causal LM (eval mode, on `device`) and its tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = resolve_model(name_or_path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
+    # transformers' typed wrapper of `.to` loses the bound model
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()  # type: ignore[arg-type]
     tokenizer = AutoTokenizer.from_pretrained(path)
     return model, tokenizer
 
@@ -74,7 +75,8 @@ def _download(repo_id: str) -> Path:
     from huggingface_hub import snapshot_download
 
     try:
-        return Path(snapshot_download(repo_id, allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"]))
+        return Path(snapshot_download(repo_id,
+                                      allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"]))
     except Exception as e:  # network errors, missing repos, gated repos: all the user's to fix
         raise UserError(f"could not download model {repo_id!r} from the Hugging Face Hub: {e}") from e
 

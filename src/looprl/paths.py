@@ -80,6 +80,11 @@ def batch_path(run_dir: Path, step: int) -> Path:
     return step_dir(run_dir, step) / "batch.json"
 
 
+def rollout_metrics_path(run_dir: Path, step: int) -> Path:
+    """`steps/step_N/orchestrator.json`: the orchestrator's metrics of step N, kept until they are stored."""
+    return step_dir(run_dir, step) / "orchestrator.json"
+
+
 def trainer_report_path(run_dir: Path, step: int) -> Path:
     """`steps/step_N/trainer.json`: the trainer's metrics of step N."""
     return step_dir(run_dir, step) / "trainer.json"

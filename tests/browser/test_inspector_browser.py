@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from tests.unit.inspector.fake_store import XSS_LOG, XSS_MESSAGE, XSS_TOOL, build_store
 
 pytestmark = pytest.mark.browser
@@ -120,7 +119,8 @@ def test_run_page_tabs_filters_and_search(page):
     expect(rows(page)).to_have_count(8)
     # the rollout table comes first, above the fold; the plots follow in collapsible groups
     assert rows(page).first.bounding_box()["y"] < 1000
-    expect(page.locator("details.plot-group[data-group=reward][open] figure.plot")).to_have_count(3)  # reward, reward/correct, histogram
+    # reward, reward/correct, histogram
+    expect(page.locator("details.plot-group[data-group=reward][open] figure.plot")).to_have_count(3)
     expect(page.locator("details.plot-group[data-group=reward] figure.plot .axis-label").first).to_have_text("step")
     training = page.locator("details.plot-group[data-group=training]")
     expect(training).not_to_have_attribute("open", "")
@@ -214,7 +214,8 @@ def test_token_view_of_a_real_run(real_page):
     page = real_page
     run_dir = Path(page.request.get("/api/runs/run").json()["run_dir"])
     with sqlite3.connect(run_dir / "looprl.db") as db:
-        trained = db.execute("SELECT rollout_id FROM rollouts WHERE split='train' AND advantage IS NOT NULL LIMIT 1").fetchone()[0]
+        trained = db.execute("SELECT rollout_id FROM rollouts WHERE split='train' AND advantage IS NOT NULL LIMIT 1"
+                             ).fetchone()[0]
         untrained = db.execute("SELECT rollout_id FROM rollouts WHERE split='eval' LIMIT 1").fetchone()[0]
     page.goto(f"/runs/run/rollouts/{trained}")
     expect(page.locator(".reward-card")).to_be_visible()
@@ -309,8 +310,9 @@ def test_runs_compared_and_error_pages(page):
 
 def test_a_run_being_written_updates_without_a_reload(page, base_url):
     """Last in this module: it adds a rollout to the shared store."""
-    from looprl.store.writer import RunStoreWriter
     from tests.unit.inspector.fake_store import record
+
+    from looprl.store.writer import RunStoreWriter
 
     expect = sync_api.expect
     page.goto("/runs/toy-run?tab=eval")

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tests.support.scripted_server import Reply, ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[2]

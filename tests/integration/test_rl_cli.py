@@ -1,8 +1,10 @@
 """`looprl rl` end to end on a tiny random-weight model: steps, checkpoints, log files, metrics, resume.
 
-The run directory after 3 steps is checked, then the last checkpoint is removed (as if the run had
-died between checkpoints 2 and 3) and `--resume` with `max_steps = 4` must redo steps 3 and 4: every
-step exactly once in the store, train rollouts exactly `batch_size` per step.
+The run directory after 3 steps is checked (no weight broadcast and no `-wal`/`-shm` left), and the
+command's own output (a line per step, the reward-weight warning once, a summary); then the last
+checkpoint is removed (as if the run had died between checkpoints 2 and 3) and `--resume` with
+`max_steps = 4` must redo steps 3 and 4: every step exactly once in the store, train rollouts exactly
+`batch_size` per step.
 """
 
 import json
@@ -10,6 +12,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 from tests.support.rl_env import write_data
@@ -45,8 +48,9 @@ max_tokens = 6
 [orchestrator.eval]
 interval = 2
 num_examples = 2
-[trainer]
-checkpoint_interval = 2
+[trainer.checkpoint]
+interval = 2
+keep = 2
 [trainer.optim]
 lr = 1e-3
 """)
@@ -54,9 +58,10 @@ lr = 1e-3
 
 
 def store_steps(run: Path) -> tuple[list[int], list[tuple[int, int]]]:
-    with sqlite3.connect(run / "looprl.db") as db:
+    with closing(sqlite3.connect(run / "looprl.db")) as db:
         steps = [r[0] for r in db.execute("SELECT step FROM steps ORDER BY step")]
-        rollouts = list(db.execute("SELECT step, count(*) FROM rollouts WHERE split='train' GROUP BY step ORDER BY step"))
+        rollouts = list(db.execute(
+            "SELECT step, count(*) FROM rollouts WHERE split='train' GROUP BY step ORDER BY step"))
         dropped = dict(db.execute("SELECT step, json_extract(metrics, '$.rollouts_dropped') FROM steps"))
     # rollouts dropped as too far off-policy are stored at the step that dropped them
     return steps, [(step, count - int(dropped.get(step) or 0)) for step, count in rollouts]
@@ -65,14 +70,24 @@ def store_steps(run: Path) -> tuple[list[int], list[tuple[int, int]]]:
 def test_rl_runs_checkpoints_and_resumes(tmp_path):
     cfg = config(tmp_path)
     run = tmp_path / "run"
-    out = looprl("rl", "@", str(cfg)).stdout
-    assert f"looprl metrics {run}" in out
+    out = looprl("rl", "@", str(cfg), "--orchestrator.reward_weights.typo", "2").stdout
+    assert f"looprl metrics {run}" in out and "engine ready in " in out
+    lines = out.splitlines()
+    steps = [line for line in lines if line.startswith("step ")]
+    assert [line.split(" | ")[0] for line in steps] == ["step 1/3", "step 2/3", "step 3/3"]
+    assert all(" | reward " in line and "s/step" in line and " tok/s" in line and "| ETA " in line for line in steps)
+    assert "| eval " in steps[0] and "| eval " not in steps[1] and "| eval " in steps[2]
+    assert sum("warning: orchestrator.reward_weights names 'typo'" in line for line in lines) == 1
+    assert any(line.startswith("looprl rl: done in ") and "3 steps: final reward " in line and "eval reward " in line
+               for line in lines)
+    assert [p.name for p in (run / "broadcasts").iterdir()] == []  # each removed once the engine had it
+    assert sorted(p.name for p in run.glob("looprl.db*")) == ["looprl.db"]
     for name in ("inference", "orchestrator", "trainer"):
         assert (run / "logs" / f"{name}.log").stat().st_size > 0
     assert (run / "logs" / "envs" / "train" / "CharsEnv" / "env_server.log").is_file()
     assert "step 3 | reward" in (run / "logs" / "orchestrator.log").read_text()
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_2", "step_3"]
-    assert (run / "broadcasts" / "step_3" / "STABLE").is_file() and (run / "config.toml").is_file()
+    assert (run / "config.toml").is_file()
     assert store_steps(run) == ([1, 2, 3], [(1, 8), (2, 8), (3, 8)])
 
     rows = [json.loads(line) for line in looprl("metrics", str(run), "--json").stdout.splitlines()]
@@ -82,6 +97,7 @@ def test_rl_runs_checkpoints_and_resumes(tmp_path):
     assert rows[0]["train/mismatch_kl"] < 1e-3  # step 1 trains on its own weights' samples
     assert all("groups_dropped" in r and "rollouts_dropped" in r and r["off_policy_lag"] <= 1 for r in rows)
     assert "reward" in looprl("metrics", str(run)).stdout
+    assert sorted(p.name for p in run.glob("looprl.db*")) == ["looprl.db"]  # readers leave nothing either
 
     shutil.rmtree(run / "checkpoints" / "step_3")
     looprl("rl", "@", str(cfg), "--max_steps", "4", "--resume")
@@ -94,11 +110,14 @@ def test_rl_with_lora_trains_adapters_and_resumes(tmp_path):
     """Also the process-log layout with `log.json_logging`: every process line is one JSON object."""
     cfg = config(tmp_path)
     run = tmp_path / "run"
-    lora = ["--trainer.lora.rank", "4", "--trainer.checkpoint_interval", "1", "--log.json_logging", "true"]
+    lora = ["--trainer.lora.rank", "4", "--trainer.checkpoint.interval", "1", "--log.json_logging", "true"]
     looprl("rl", "@", str(cfg), "--max_steps", "2", *lora)
     assert (run / "checkpoints" / "step_2" / "adapter_model.safetensors").is_file()
-    assert (run / "broadcasts" / "step_2" / "model.safetensors").is_file()  # merged, for the engine
-    shutil.rmtree(run / "broadcasts")  # the resumed trainer re-broadcasts its restored weights
+    # merged, for the engine (which refuses adapter weights); removed once loaded
+    assert (f"loaded weights version 2 from {run.resolve() / 'broadcasts' / 'step_2'}"
+            in (run / "logs" / "inference.log").read_text())
+    # the resumed trainer re-broadcasts its restored weights
+    assert [p.name for p in (run / "broadcasts").iterdir()] == []
     looprl("rl", "@", str(cfg), "--max_steps", "3", "--resume", *lora)
     assert store_steps(run) == ([1, 2, 3], [(1, 8), (2, 8), (3, 8)])
     assert "engine on weights version 2" in (run / "logs" / "orchestrator.log").read_text()

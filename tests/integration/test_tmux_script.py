@@ -36,7 +36,8 @@ def test_four_panes_follow_the_run_logs(tmp_path, tmux_env):
                           env=tmux_env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     panes = [line.split("\t") for line in tmux(
-        tmux_env, "list-panes", "-t", "run1:logs", "-F", "#{pane_index}\t#{pane_title}\t#{pane_start_command}").splitlines()]
+        tmux_env, "list-panes", "-t", "run1:logs", "-F", "#{pane_index}\t#{pane_title}\t#{pane_start_command}"
+    ).splitlines()]
     assert [title for _, title, _ in panes] == list(PANES)
     commands = {title: command for _, title, command in panes}
     for title in ("Trainer", "Orchestrator", "Inference"):

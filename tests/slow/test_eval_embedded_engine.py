@@ -24,7 +24,8 @@ def test_eval_on_the_bundled_model(tmp_path):
         text=True, check=True).stdout.splitlines()]
     assert len(rows) == 4
     for row in rows:
-        assert row["termination_reason"] in {"finished", "output_exceeded", "max_turns_exceeded", "tool_budget_exceeded"}
+        assert row["termination_reason"] in {"finished", "output_exceeded", "max_turns_exceeded",
+                                             "tool_budget_exceeded"}
         assert row["messages"][-1]["role"] in ("assistant", "tool") and row["completion_tokens"] > 0
     # the gateway recorded the engine's token ids and logprobs for every call
     from looprl.store.reader import RunStoreReader

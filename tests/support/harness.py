@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from tests.support.scripted_server import ScriptedServer
+from tests.support.thread_host import ThreadEnvHost
+
 from looprl.config import SamplingParams
 from looprl.envs.environment import Environment
 from looprl.envs.types import Example, RolloutResult
-from looprl.envserver.thread_host import ThreadEnvHost
 from looprl.gateway.app import Gateway
-from looprl.orchestrator.groups import rollout_group
+from looprl.session.groups import rollout_group
 from looprl.store.records import ModelCall
-from tests.support.scripted_server import ScriptedServer
 
 
 def example(prompt: str = "hi", **args) -> Example:

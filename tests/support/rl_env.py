@@ -21,6 +21,7 @@ class CharsEnv(BaseEnv):
 def write_data(base_dir: Path, n: int = 6) -> Path:
     base_dir.mkdir(parents=True, exist_ok=True)
     for split in ("train", "eval"):
-        lines = [json.dumps({"prompt_messages": [{"role": "user", "content": f"what is {i} plus two?"}]}) for i in range(n)]
+        lines = [json.dumps({"prompt_messages": [{"role": "user", "content": f"what is {i} plus two?"}]})
+                 for i in range(n)]
         (base_dir / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
     return base_dir

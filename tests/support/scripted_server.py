@@ -12,8 +12,9 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -80,7 +81,7 @@ class ScriptedServer:
                                               for t in completion_ids]}
         return out
 
-    def __enter__(self) -> "ScriptedServer":
+    def __enter__(self) -> ScriptedServer:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]

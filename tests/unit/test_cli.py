@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.unit.inspector.fake_store import build_store
 
 from looprl.cli import BROKEN_PIPE_STATUS, COMMANDS, main
 from looprl.envs.types import FAILURE_REASONS, SCORED_REASONS
-from tests.unit.inspector.fake_store import build_store
 
 README = Path(__file__).parents[2] / "README.md"
 

@@ -4,20 +4,43 @@
     run.py           `RLConfig`: a whole `looprl rl` run (`[model]`, `[env]`, `[inference]`, `[log]`, ...)
     orchestrator.py  `[orchestrator]` (with `[orchestrator.sampling]`) and `[env]`
     trainer.py       `[trainer]`: loss, optimizer, LoRA, checkpoints
+    deployment.py    `[deployment]` (GPU placement) and `[slurm]`
     base.py          `Strict`, the base model that rejects unknown keys
 
 The launcher validates the whole config before any process starts, so these modules import no
 process package (orchestrator, trainer, inference, ...): each process imports its config from here.
 """
 
+from looprl.config.deployment import DeploymentConfig, SlurmConfig
 from looprl.config.loading import load_config, merge_arguments, validate
-from looprl.config.orchestrator import EnvConfig, EvalSettings, OrchestratorConfig, SamplingParams
-from looprl.config.run import InferenceConfig, LogConfig, ModelConfig, RLConfig, read_run_config
-from looprl.config.trainer import (ClippedLoss, LoraConfig, LossConfig, MaskedLoss, OptimConfig, TrainerConfig,
-                                   TruncatedLoss)
+from looprl.config.orchestrator import (
+    EnvConfig,
+    EvalSettings,
+    OrchestratorConfig,
+    SamplingParams,
+)
+from looprl.config.run import (
+    InferenceConfig,
+    LogConfig,
+    ModelConfig,
+    RLConfig,
+    read_run_config,
+)
+from looprl.config.trainer import (
+    CheckpointConfig,
+    ClippedLoss,
+    LoraConfig,
+    LossConfig,
+    MaskedLoss,
+    OptimConfig,
+    TrainerConfig,
+    TruncatedLoss,
+)
 
 __all__ = [
+    "CheckpointConfig",
     "ClippedLoss",
+    "DeploymentConfig",
     "EnvConfig",
     "EvalSettings",
     "InferenceConfig",
@@ -30,6 +53,7 @@ __all__ = [
     "OrchestratorConfig",
     "RLConfig",
     "SamplingParams",
+    "SlurmConfig",
     "TrainerConfig",
     "TruncatedLoss",
     "load_config",

@@ -6,15 +6,19 @@
 keys it sets); `--a.b.c VALUE` overrides come last, in order. A value is read as a TOML literal when
 it is one (`2`, `true`, `[1, 2]`, `"x"`), else as a plain string. The merged table is validated by
 the config model, whose models forbid unknown keys: every error names the key path
-(`orchestrator.group_size: Input should be greater than 0`). No torch in here: `--help` stays fast.
+(`orchestrator.group_size: Input should be greater than 0`), and an unknown key the closest known one
+(`orchestrator.sampling.temprature: Extra inputs are not permitted (did you mean temperature?)`).
+No torch in here: `--help` stays fast.
 """
 
 from __future__ import annotations
 
+import difflib
 import tomllib
+import types
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -84,8 +88,35 @@ def validate(model: type[M], table: dict[str, Any]) -> M:
     try:
         return model.model_validate(table)
     except ValidationError as e:
-        lines = [f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in e.errors()]
+        lines = [f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}{_did_you_mean(model, err)}"
+                 for err in e.errors()]
         raise UserError("invalid configuration:\n  " + "\n  ".join(lines)) from None
+
+
+def _did_you_mean(model: type[BaseModel], err: Any) -> str:
+    """` (did you mean temperature?)` for an unknown key close to a field of the table it is in."""
+    if err["type"] != "extra_forbidden":
+        return ""
+    *table, key = err["loc"]
+    close = difflib.get_close_matches(str(key), _field_names(model, table), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _field_names(model: type[BaseModel], loc: Sequence[Any]) -> list[str]:
+    """The keys the table at `loc` accepts: fields of the models there (a union's members, an optional's
+    model), following each key; a key that is no field (a union's tag in the error path) is skipped."""
+    models = [model]
+    for key in loc:
+        fields = [m.model_fields[key] for m in models if key in m.model_fields]
+        if fields:
+            models = [t for f in fields for t in _models_in(f.annotation)]
+    return sorted({name for m in models for name in m.model_fields})
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if get_origin(annotation) in (Union, types.UnionType):
+        return [m for arg in get_args(annotation) for m in _models_in(arg)]
+    return [annotation] if isinstance(annotation, type) and issubclass(annotation, BaseModel) else []
 
 
 def load_config(model: type[M], argv: Sequence[str]) -> M:

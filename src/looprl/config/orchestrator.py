@@ -11,13 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
 from looprl.config.base import Strict
 from looprl.envs.types import DatasetSplit
 
 
-class SamplingParams(BaseModel):
+class SamplingParams(Strict):
     """Sampling applied to every model call of the run (None: leave the request's value); the gateway
     applies it to each request (`gateway.sampling_params.apply_sampling`)."""
 
@@ -50,7 +50,8 @@ class EnvConfig(Strict):
 
 class EvalSettings(Strict):
     interval: int = Field(0, ge=0)
-    """Evaluate at steps 1, 1+N, 1+2N, ... (step 1: the initial model) and after the last step (0: only after the last)."""
+    """Evaluate at steps 1, 1+N, 1+2N, ... (step 1: the initial model) and after the last step (0: only after
+    the last)."""
     num_examples: int = Field(20, ge=0)
     """Eval examples per evaluation (the first N of the split; 0 disables evaluation)."""
     rollouts_per_example: int = Field(1, ge=1)
@@ -65,7 +66,10 @@ class OrchestratorConfig(Strict):
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     """Sampling applied to every model call (temperature, top_p, max_tokens, seed, stop)."""
     reward_weights: dict[str, float] = Field(default_factory=dict)
-    """Weight of each reward component in the total (components not listed weigh 1)."""
+    """Weight of each reward component in the total (components not listed weigh 1). Component names
+    come from the env, so a name here cannot be checked when the config loads: the orchestrator logs a
+    warning (and `looprl rl` prints it) at the first step whose scored rollouts all lack it. Not an
+    error, because an env may emit a component only on some rollouts (`session.rewards`)."""
     include_failed: bool = False
     """Train on failed rollouts as reward 0 (default: keep them in the store, out of the loss)."""
     normalize_std: bool = False

@@ -7,6 +7,8 @@
     [orchestrator]     batch_size = 32, group_size = 8, [orchestrator.sampling] ...
     [trainer]          [trainer.optim] lr = ..., [trainer.loss] ...
     [log]              level = "INFO"
+    [deployment]       inference_gpus = [0], trainer_gpus = [1, 2, 3]   (optional)
+    [slurm]            train_nodes = 2, inference_nodes = 1             (optional: submit to SLURM)
 
 The launcher validates it, writes the resolved file to `{output_dir}/config.toml`, and every child
 process reads that file back, so all of them run the same configuration. Pydantic only, no torch.
@@ -20,6 +22,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from looprl.config.base import Strict
+from looprl.config.deployment import DeploymentConfig, SlurmConfig
 from looprl.config.loading import load_config
 from looprl.config.orchestrator import EnvConfig, OrchestratorConfig
 from looprl.config.trainer import TrainerConfig
@@ -33,8 +36,17 @@ class ModelConfig(Strict):
 
 
 class InferenceConfig(Strict):
+    backend: Literal["embedded", "vllm"] = "embedded"
+    """The engine serving the policy: looprl's embedded engine (transformers, the CPU default) or vLLM."""
     max_batch_size: int = Field(64, ge=1)
-    """Most sequences the embedded engine decodes together."""
+    """Most sequences decoded together (vLLM's `--max-num-seqs`)."""
+    vllm_python: str | None = None
+    """The interpreter that runs vLLM (its own virtual environment); default: this one if it imports
+    vllm, else `.venv-vllm/bin/python` (what `make vllm` builds)."""
+    vllm_args: list[str] = Field(default_factory=list)
+    """Extra `vllm serve` flags, last on its command line, e.g. `["--gpu-memory-utilization", "0.5"]`."""
+    tool_call_parser: str | None = "hermes"
+    """vLLM's tool-call parser for the model's chat template (None: no tool calls parsed)."""
 
 
 class LogConfig(Strict):
@@ -63,6 +75,10 @@ class RLConfig(Strict):
     """Loss, optimizer, checkpoints."""
     log: LogConfig = Field(default_factory=LogConfig)
     """Process logging."""
+    deployment: DeploymentConfig = Field(default_factory=DeploymentConfig)
+    """Which GPUs of this machine serve inference and which train."""
+    slurm: SlurmConfig | None = None
+    """With a `[slurm]` table, `looprl rl` submits the run as one SLURM job (`--dry-run` writes the script)."""
 
     def to_toml_dict(self) -> dict[str, Any]:
         """The resolved config as TOML-writable data (None values left out: TOML has no null)."""

@@ -76,12 +76,40 @@ class LoraConfig(Strict):
     """Names of the linear layers that get adapters."""
 
 
+class CheckpointConfig(Strict):
+    """`checkpoints/step_N/`: kept checkpoints every `interval` steps and after the last, plus one
+    resumable state that each newer one replaces, so `--resume` works after any crash."""
+
+    interval: int = Field(0, ge=0)
+    """Keep a checkpoint every N steps (0: only after the last step)."""
+    keep: int = Field(1, ge=1)
+    """Kept checkpoints on disk, newest first (older ones are deleted)."""
+    resume_every_s: float = Field(300.0, ge=0)
+    """Also write a resumable state when this many seconds have passed since the last checkpoint
+    (0: after every step); it replaces the previous one, so a crash loses at most this interval."""
+    final_optimizer: bool = True
+    """The last step's checkpoint holds the optimizer state too (then `--resume --max_steps M` extends
+    the run exactly); false: weights only, a third of the bytes, and an extended run restarts AdamW.
+    Every other checkpoint keeps it: it exists to resume."""
+
+
 class TrainerConfig(Strict):
     optim: OptimConfig = Field(default_factory=OptimConfig)
     loss: LossConfig = Field(default_factory=LossConfig)
-    dtype: Literal["float32", "bfloat16"] = "float32"
-    checkpoint_interval: int = Field(0, ge=0)
-    """Write `checkpoints/step_N/` every N steps (0: only at the end)."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the trainer computes: `auto` is CUDA when present, else the CPU."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Compute dtype (`auto`: bfloat16 on CUDA, float32 on the CPU). Weights and optimizer state stay
+    float32 (master weights); bfloat16 runs the forward and backward passes under autocast."""
+    compile: bool = False
+    """`torch.compile` each decoder layer."""
+    activation_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass (less memory, ~30% more compute)."""
+    world_size: int = Field(1, ge=1)
+    """Trainer ranks on the CPU (gloo, under torchrun). On GPUs `[deployment].trainer_gpus` (or
+    `[slurm]`) sets the ranks, one per GPU."""
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    """What `checkpoints/` keeps."""
     keep_broadcasts: int = Field(2, ge=1)
     """Weight broadcasts kept on disk (older ones are deleted)."""
     lora: LoraConfig | None = None

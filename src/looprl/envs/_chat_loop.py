@@ -5,7 +5,8 @@ runs requested tools, and stops with a termination reason: `finished` (the model
 tool calls), `output_exceeded` (finish_reason `length`), `context_exceeded` (the gateway's or the
 engine's context limit), `max_turns_exceeded`, or `tool_budget_exceeded`. Tool-call mistakes the
 model makes (unknown tool, malformed or non-object JSON arguments) become tool messages it can read,
-and the rollout goes on. A failing `run_tool` raises `ToolError`; model/HTTP errors raise `ModelError`.
+and the rollout goes on. A `run_tool` that raises, or returns something that is neither a str nor
+JSON-serialisable, raises `ToolError`; model/HTTP errors raise `ModelError`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class ModelError(Exception):
 
 
 class ToolError(Exception):
-    """`run_tool` raised: the rollout ends as `tool_error`."""
+    """`run_tool` raised or returned a value the model cannot be shown: the rollout ends as `tool_error`."""
 
 
 CONTEXT_CODES = ("context_budget_exceeded", "context_length_exceeded")
@@ -46,17 +47,25 @@ def assistant_message(message: Any) -> Message:
     out: Message = {"role": "assistant", "content": message.content or ""}
     if message.tool_calls:
         out["tool_calls"] = [
-            {"id": tc.id, "type": "function", "function": {"name": tc.function.name, "arguments": tc.function.arguments}}
+            {"id": tc.id, "type": "function",
+             "function": {"name": tc.function.name, "arguments": tc.function.arguments}}
             for tc in message.tool_calls
         ]
     return out
 
 
-def tool_result_text(result: Any) -> str:
-    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
+def tool_result_text(name: str, result: Any) -> str:
+    """The tool message content: the str itself, or the value as JSON; anything else is a `ToolError`."""
+    if isinstance(result, str):
+        return result
+    try:
+        return json.dumps(result, ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        raise ToolError(f"run_tool({name!r}) returned a {type(result).__name__}, which is neither a str nor "
+                        f"JSON-serialisable ({e})") from None
 
 
-async def run_chat_loop(env: "BaseEnv", rollout: "BaseRollout", client: openai.AsyncOpenAI, model: str,
+async def run_chat_loop(env: BaseEnv, rollout: BaseRollout, client: openai.AsyncOpenAI, model: str,
                         tools: list[Tool]) -> None:
     """Run the model/tool loop until a termination reason is set on `rollout`."""
     tool_names = {t["function"]["name"] for t in tools}
@@ -67,7 +76,8 @@ async def run_chat_loop(env: "BaseEnv", rollout: "BaseRollout", client: openai.A
             rollout.termination_reason = "max_turns_exceeded"
             return
         try:
-            response = await client.chat.completions.create(
+            # plain message dicts, not the SDK's TypedDicts its overloads want
+            response = await client.chat.completions.create(  # type: ignore[call-overload]
                 model=model, messages=rollout.messages, **({"tools": tools} if tools else {}))
         except openai.APIStatusError as e:
             if e.status_code == 400 and _is_context_error(e):
@@ -92,11 +102,12 @@ async def run_chat_loop(env: "BaseEnv", rollout: "BaseRollout", client: openai.A
                 rollout.termination_reason = "tool_budget_exceeded"
                 return
             rollout.tool_calls += 1
-            content = await _run_one_tool(env, rollout.rollout_id, call.function.name, call.function.arguments, tool_names)
+            content = await _run_one_tool(env, rollout.rollout_id, call.function.name, call.function.arguments,
+                                          tool_names)
             rollout.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
 
 
-async def _run_one_tool(env: "BaseEnv", rollout_id: str, name: str, arguments: str, tool_names: set[str]) -> str:
+async def _run_one_tool(env: BaseEnv, rollout_id: str, name: str, arguments: str, tool_names: set[str]) -> str:
     """The tool message content for one call: the tool's result, or what the model got wrong."""
     if name not in tool_names:
         available = ", ".join(sorted(tool_names)) or "none"
@@ -115,4 +126,4 @@ async def _run_one_tool(env: "BaseEnv", rollout_id: str, name: str, arguments: s
         raise
     except Exception as e:
         raise ToolError(f"run_tool({name!r}) raised {type(e).__name__}: {e}") from e
-    return tool_result_text(result)
+    return tool_result_text(name, result)

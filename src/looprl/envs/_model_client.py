@@ -15,7 +15,7 @@ import openai
 
 MODEL_TIMEOUT_S = 600.0
 
-_pools: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]" = weakref.WeakKeyDictionary()
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
 
 
 def _pool() -> httpx.AsyncClient:
@@ -29,7 +29,24 @@ def _pool() -> httpx.AsyncClient:
 
 def model_client(base_url: str) -> openai.AsyncOpenAI:
     """A client for one rollout's gateway URL (no retries: a failed call is the rollout's `model_error`)."""
-    return openai.AsyncOpenAI(base_url=base_url, api_key="looprl", http_client=_pool(), max_retries=0)
+    # openai's stubs name httpx2's AsyncClient; at run time it takes httpx's
+    return openai.AsyncOpenAI(base_url=base_url, api_key="looprl", http_client=_pool(),  # type: ignore[arg-type]
+                              max_retries=0)
+
+
+async def warm_up() -> None:
+    """Pay the first-use costs now, not inside the first rollout: this loop's pool (building its SSL
+    context) and the SDK's first request and response (type hints it evaluates once, blocking the loop
+    for up to a second on a busy machine). Env workers call it before they take rollouts."""
+    _pool()
+    reply = {"id": "warm-up", "object": "chat.completion", "created": 0, "model": "warm-up", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}]}
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=reply))
+    async with httpx.AsyncClient(transport=transport) as http:
+        client = openai.AsyncOpenAI(base_url="http://warm-up/v1", api_key="looprl",
+                                    http_client=http, max_retries=0)  # type: ignore[arg-type]  # as in model_client
+        await client.chat.completions.create(model="warm-up", messages=[{"role": "user", "content": ""}],
+                                             tools=[{"type": "function", "function": {"name": "f"}}])
 
 
 async def aclose_pool() -> None:

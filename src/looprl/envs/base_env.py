@@ -4,7 +4,8 @@
 `rollout_context` hook, run the chat/tool loop, score with `compute_reward`; once every sibling is
 scored, `compute_group_rewards` adds group-relative components; then each `rollout_context` exits.
 Every failure settles only its own rollout (or, for the group hook, its group) with a termination
-reason and an error text; siblings are never cancelled or changed.
+reason and an error text; siblings are never cancelled or changed. `_score_waiting` runs the group
+hook alone, on rollouts whose worker died while they waited for it (`looprl.envserver.server`).
 """
 
 from __future__ import annotations
@@ -12,14 +13,17 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import openai
 
 from looprl.envs._chat_loop import ModelError, ToolError, run_chat_loop
+from looprl.envs._deadlines import deadline
 from looprl.envs._model_client import model_client
+from looprl.envs._progress import report, report_group_hook_started
 from looprl.envs._rewards_check import InvalidReward, check_reward_dict
 from looprl.envs.dataset import Dataset
 from looprl.envs.environment import Environment
@@ -116,16 +120,20 @@ class BaseEnv(Environment):
             with attribute_to([r.rollout_id]):
                 async with AsyncExitStack() as stack:
                     await self._run_and_score(r, stack, client, request, tools)
+                    report(self._result(r, request), self.has_group_reward_hook() and not r.failed)
                     reached += 1
                     if reached == len(pending):
                         scored.set()
                     await group_scored.wait()  # keep rollout_context open until group rewards are in
-                    await self._exit_context(r, stack)
+                    await self._exit_context(r, stack, request)
 
         async def group() -> None:
             await scored.wait()
             try:
                 await self._score_group(rollouts, request)
+                if self.has_group_reward_hook():
+                    for r in pending:
+                        report(self._result(r, request), False)
             finally:
                 group_scored.set()
 
@@ -137,7 +145,7 @@ class BaseEnv(Environment):
     async def _run_and_score(self, r: BaseRollout, stack: AsyncExitStack, client: openai.AsyncOpenAI,
                              request: GroupRequest, tools: list[Tool]) -> None:
         try:
-            async with asyncio.timeout(request.timeout_s):
+            async with deadline(request.timeout_s) as stuck:
                 try:
                     await stack.enter_async_context(self.rollout_context(r.rollout_id, request.example))
                 except RolloutFailure:
@@ -146,13 +154,7 @@ class BaseEnv(Environment):
                     r.fail("env_error", f"rollout_context raised on enter: {_describe(e)}")
                     return
                 await run_chat_loop(self, r, client, request.model, tools)
-                if self.has_reward_hook():
-                    try:
-                        r.rewards = check_reward_dict(await self.compute_reward(r), "compute_reward")
-                    except (RolloutFailure, TimeoutError):
-                        raise
-                    except Exception as e:
-                        r.fail("reward_error", _describe(e) if not isinstance(e, InvalidReward) else str(e))
+                await self._score_rollout(r)
         except RolloutFailure as e:
             r.fail(e.reason, e.message)
         except ModelError as e:
@@ -161,15 +163,28 @@ class BaseEnv(Environment):
             r.fail("tool_error", f"{e}\n{_describe(e.__cause__)}" if e.__cause__ else str(e))
         except TimeoutError:
             r.fail("timeout", f"rollout exceeded its {request.timeout_s} s timeout "
-                              f"(after {r.turns} turns, {r.tool_calls} tool calls)")
+                              f"(after {r.turns} turns, {r.tool_calls} tool calls)\n{stuck.stack}")
         except Exception as e:  # a bug in env code outside the named hooks
             r.fail("env_error", _describe(e))
 
-    async def _exit_context(self, r: BaseRollout, stack: AsyncExitStack) -> None:
+    async def _score_rollout(self, r: BaseRollout) -> None:
+        """`compute_reward` on a completed rollout (when the env has it); `RolloutFailure` propagates."""
+        if self.has_reward_hook():
+            try:
+                r.rewards = check_reward_dict(await self.compute_reward(r), "compute_reward")
+            except (RolloutFailure, TimeoutError):
+                raise
+            except Exception as e:
+                r.fail("reward_error", _describe(e) if not isinstance(e, InvalidReward) else str(e))
+
+    async def _exit_context(self, r: BaseRollout, stack: AsyncExitStack, request: GroupRequest) -> None:
         try:
-            await stack.aclose()
+            async with deadline(request.timeout_s) as stuck:
+                await stack.aclose()
         except RolloutFailure as e:
             r.fail(e.reason, e.message)
+        except TimeoutError:
+            r.fail("timeout", f"rollout_context exceeded the {request.timeout_s} s timeout on exit\n{stuck.stack}")
         except Exception as e:
             r.fail("env_error", f"rollout_context raised on exit: {_describe(e)}")
         r.finished_at = time.time()
@@ -179,12 +194,14 @@ class BaseEnv(Environment):
         if not members or not self.has_group_reward_hook():
             return
         ids = {r.rollout_id for r in members}
+        report_group_hook_started()
         try:
             with attribute_to([r.rollout_id for r in members]):
-                async with asyncio.timeout(request.timeout_s):
+                async with deadline(request.timeout_s) as stuck:
                     result = await self.compute_group_rewards(members)
             if not isinstance(result, dict):
-                raise InvalidReward(f"compute_group_rewards must return {{rollout_id: dict}}, got {type(result).__name__}")
+                raise InvalidReward("compute_group_rewards must return {rollout_id: dict}, "
+                                    f"got {type(result).__name__}")
             unknown = set(result) - ids
             if unknown:
                 raise InvalidReward(f"compute_group_rewards returned ids not in the group: {sorted(map(str, unknown))}")
@@ -194,7 +211,7 @@ class BaseEnv(Environment):
             return
         except TimeoutError:
             for r in members:
-                r.fail("timeout", f"compute_group_rewards exceeded the {request.timeout_s} s timeout")
+                r.fail("timeout", f"compute_group_rewards exceeded the {request.timeout_s} s timeout\n{stuck.stack}")
             return
         except Exception as e:
             for r in members:
@@ -206,6 +223,17 @@ class BaseEnv(Environment):
                     r.rewards = {**r.rewards, **check_reward_dict(result[r.rollout_id], "compute_group_rewards")}
                 except InvalidReward as e:
                     r.fail("reward_error", str(e))
+
+    async def _score_waiting(self, request: GroupRequest, results: list[RolloutResult]) -> list[RolloutResult]:
+        """`compute_group_rewards` on rollouts that were done and waited for it (their results: transcripts,
+        `compute_reward` components), without their `rollout_context`s; as `_score_group` scores them."""
+        rollouts = [BaseRollout(rollout_id=r.rollout_id, group_id=r.group_id, example=request.example, split=r.split,
+                                messages=[dict(m) for m in r.messages], turns=r.turns, tool_calls=r.tool_calls,
+                                termination_reason=r.termination_reason, rewards=dict(r.rewards),
+                                started_at=r.started_at, finished_at=r.finished_at)
+                    for r in results]
+        await self._score_group(rollouts, request)
+        return [self._result(r, request) for r in rollouts]
 
     def _result(self, r: BaseRollout, request: GroupRequest) -> RolloutResult:
         return RolloutResult(

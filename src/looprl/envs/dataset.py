@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from looprl.envs.types import Example
 from looprl.errors import UserError
@@ -61,7 +61,11 @@ class Dataset(Sequence[Example]):
     def __len__(self) -> int:
         return len(self._examples)
 
-    def __getitem__(self, index):  # type: ignore[override]
+    @overload
+    def __getitem__(self, index: int) -> Example: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Example]: ...
+    def __getitem__(self, index: int | slice) -> Example | list[Example]:
         return self._examples[index]
 
     def __iter__(self) -> Iterator[Example]:

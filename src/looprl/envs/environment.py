@@ -28,5 +28,5 @@ class Environment(ABC):
     async def run_group(self, request: GroupRequest) -> list[RolloutResult]:
         """Run one rollout per `request.rollout_ids` and report each; a failure settles only its rollout."""
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 (an optional hook: a no-op unless overridden)
         """Close environment-owned shared resources when the environment is done."""

@@ -40,7 +40,8 @@ class Example(BaseModel):
 
     @property
     def prompt_messages(self) -> list[Message]:
-        return self.payload["prompt_messages"]
+        messages: list[Message] = self.payload["prompt_messages"]  # checked by `check_payload`
+        return messages
 
     @property
     def example_args(self) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """`EnvServerHost`: an environment served by worker processes, one env server per split.
 
-The process-isolated counterpart of `ThreadEnvHost`, with the same `start` / `create_dataset` /
-`submit_group` / `aclose` methods, so the orchestrator can use either (`looprl.orchestrator.groups.EnvHost`).
+It implements what `looprl.session.groups.EnvHost` asks of wherever env code runs (`start` / `create_dataset` /
+`submit_group` / `aclose`; the tests' in-process stand-in is `tests/support/thread_host.py`).
 It takes the env as a spec string (workers load it themselves) and writes the env logs of the run
 directory: `logs/envs/{split}/{env_name}/env_server.log` and `env_worker_{id}.log`.
 

@@ -4,6 +4,12 @@ The server (`looprl.envserver.server.EnvServer`, in the orchestrator process) wr
 stdin; the worker (`looprl.envserver.worker`) answers on a private copy of its stdout (its real
 stdout and stderr go to `env_worker_{id}.log`). Every message has a `kind`; replies name the
 request they answer by `id`. Closing the worker's stdin asks it to close the env and exit.
+
+While a group runs, the worker streams what must survive its death, in order, before `GroupDone`:
+each captured log record (`RolloutLog`) as it is emitted, and each rollout as soon as it is settled
+(`RolloutSettled`), and when `compute_group_rewards` starts (`GroupHookStarted`). `WorkerBlocked`
+says env code holds the worker's event loop past a timeout. `ScoreGroup` asks a worker to run only
+`compute_group_rewards`, for rollouts that waited for it on a worker that died before it started.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from looprl.envs.types import DatasetSplit, Example, GroupRequest, RolloutResult
+from looprl.envs.types import DatasetSplit, Example, GroupRequest, LogRecordData, RolloutResult
 from looprl.envserver.capture import LogLimits
 
 MAX_LINE_BYTES = 1 << 30
@@ -83,17 +89,67 @@ class RunGroup(BaseModel):
     request: GroupRequest
 
 
+class ScoreGroup(BaseModel):
+    """Server -> worker: run `compute_group_rewards` on `rollouts` (done, with their `compute_reward`
+    components), which waited for it on a worker that died before it started; `request` is their group's,
+    narrowed to them. Answered by `GroupDone` with the same `id`."""
+
+    kind: Literal["score_group"] = "score_group"
+    id: str
+    request: GroupRequest
+    rollouts: list[RolloutResult]
+
+
+class RolloutLog(BaseModel):
+    """Worker -> server: one log record of a running rollout, sent when it is emitted."""
+
+    kind: Literal["log"] = "log"
+    rollout_id: str
+    record: LogRecordData
+
+
+class RolloutSettled(BaseModel):
+    """Worker -> server: a rollout of group `id` is scored or failed before its group returns;
+    `group_pending`: its `compute_group_rewards` components are still to come (a later report)."""
+
+    kind: Literal["rollout"] = "rollout"
+    id: str
+    result: RolloutResult
+    group_pending: bool = False
+
+
+class GroupHookStarted(BaseModel):
+    """Worker -> server: `compute_group_rewards` of group `id` starts (sent before it runs). A worker that
+    dies after this is not asked to score the group's waiting rollouts elsewhere: the hook may be what
+    killed it."""
+
+    kind: Literal["group_hook_started"] = "group_hook_started"
+    id: str
+
+
+class WorkerBlocked(BaseModel):
+    """Worker -> server: env code running these rollouts has held the worker's event loop for
+    `blocked_s`, past their timeout; `stack` is where the loop's thread is stuck. The server ends them
+    as `timeout` and kills the worker."""
+
+    kind: Literal["blocked"] = "blocked"
+    rollout_ids: list[str]
+    blocked_s: float
+    stack: str
+
+
 class GroupDone(BaseModel):
-    """Worker -> server: one result per rollout of a `RunGroup`, each with its captured log records."""
+    """Worker -> server: one result per rollout of a `RunGroup` (or a `ScoreGroup`); their log records
+    came as `RolloutLog`s (the results carry only the counts of dropped and truncated records)."""
 
     kind: Literal["group_done"] = "group_done"
     id: str
     results: list[RolloutResult]
 
 
-ToWorker = Annotated[CreateDataset | RunGroup, Field(discriminator="kind")]
-FromWorker = Annotated[WorkerReady | WorkerFailed | DatasetReady | RequestFailed | GroupDone,
-                       Field(discriminator="kind")]
+ToWorker = Annotated[CreateDataset | RunGroup | ScoreGroup, Field(discriminator="kind")]
+FromWorker = Annotated[WorkerReady | WorkerFailed | DatasetReady | RequestFailed | RolloutLog | RolloutSettled
+                       | GroupHookStarted | WorkerBlocked | GroupDone, Field(discriminator="kind")]
 _to_worker: TypeAdapter[ToWorker] = TypeAdapter(ToWorker)
 _from_worker: TypeAdapter[FromWorker] = TypeAdapter(FromWorker)
 
@@ -102,10 +158,10 @@ def encode(message: BaseModel) -> bytes:
     return message.model_dump_json().encode() + b"\n"
 
 
-def decode_to_worker(line: bytes) -> CreateDataset | RunGroup:
+def decode_to_worker(line: bytes) -> CreateDataset | RunGroup | ScoreGroup:
     return _to_worker.validate_json(line)
 
 
-def decode_from_worker(line: bytes) -> WorkerReady | WorkerFailed | DatasetReady | RequestFailed | GroupDone:
+def decode_from_worker(line: bytes) -> BaseModel:
     return _from_worker.validate_json(line)
 

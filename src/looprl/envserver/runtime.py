@@ -3,19 +3,29 @@
 `run_group_captured` is what every env host runs (the in-process thread host of `looprl eval`, the
 env worker processes of `looprl rl`): it opens a log buffer per rollout, attributes records emitted
 during `env.run_group` to the whole group (BaseEnv narrows to each rollout itself), attaches each
-rollout's records to its result, and turns an environment that breaks its own contract (raises out
-of `run_group`, returns the wrong rollouts) into `env_error` results instead of an exception.
+rollout's records to its result, adds a `failure_record` to each rollout that ended as an
+operational failure, and turns an environment that breaks its own contract (raises out of
+`run_group`, returns the wrong rollouts) into `env_error` results instead of an exception.
+
+The env worker also passes a record `sink` (records stream out as they are emitted, and results
+carry only the counts) and a `reporter` (`BaseEnv` reports each rollout as soon as it is settled, and
+when `compute_group_rewards` starts). `score_waiting_captured` runs only `compute_group_rewards`, the
+same way, on rollouts whose worker died while they waited for it.
 """
 
 from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+from looprl.envs._progress import Reporter, reporting_to
+from looprl.envs.base_env import BaseEnv
 from looprl.envs.environment import Environment
 from looprl.envs.logging import attribute_group
 from looprl.envs.types import GroupRequest, RolloutResult
-from looprl.envserver.capture import LogLimits, close_capture, open_capture
+from looprl.envserver.capture import LogBuffer, LogLimits, RecordSink, close_capture, failure_record, open_capture
 
 
 def failed_results(request: GroupRequest, reason: str, error: str, started_at: float) -> list[RolloutResult]:
@@ -28,13 +38,36 @@ def failed_results(request: GroupRequest, reason: str, error: str, started_at: f
             for rid in request.rollout_ids]
 
 
-async def run_group_captured(env: Environment, request: GroupRequest,
-                             limits: LogLimits | None = None) -> list[RolloutResult]:
+@contextmanager
+def _captured(rollout_ids: list[str], limits: LogLimits | None, sink: RecordSink | None) -> Iterator[list[LogBuffer]]:
+    """A log buffer per rollout, records of the block attributed to the whole group."""
+    buffers = [open_capture(rid, limits, sink) for rid in rollout_ids]
+    try:
+        with attribute_group(rollout_ids):
+            yield buffers
+    finally:
+        for rid in rollout_ids:
+            close_capture(rid)
+
+
+def _with_logs(results: dict[str, RolloutResult], buffers: list[LogBuffer]) -> list[RolloutResult]:
+    """Each buffer's rollout with its records, a `failure_record` added to those that failed."""
+    out = []
+    for buffer in buffers:
+        result = results[buffer.rollout_id]
+        if not result.scored:
+            buffer.add(failure_record(result.termination_reason, result.error), bounded=False)
+        out.append(result.model_copy(update={
+            "logs": buffer.records, "logs_dropped": buffer.dropped, "logs_truncated": buffer.truncated}))
+    return out
+
+
+async def run_group_captured(env: Environment, request: GroupRequest, limits: LogLimits | None = None, *,
+                             sink: RecordSink | None = None, reporter: Reporter | None = None) -> list[RolloutResult]:
     """Run `env.run_group(request)` with per-rollout log capture; never raises for env faults."""
     started = time.time()
-    buffers = [open_capture(rid, limits) for rid in request.rollout_ids]
-    try:
-        with attribute_group(request.rollout_ids):
+    with _captured(request.rollout_ids, limits, sink) as buffers:
+        with reporting_to(reporter):
             try:
                 results = await env.run_group(request)
             except Exception as e:
@@ -46,11 +79,14 @@ async def run_group_captured(env: Environment, request: GroupRequest,
             error = f"{type(env).__name__}.run_group returned no result for rollouts {missing}"
             for r in failed_results(request, "env_error", error, started):
                 by_id.setdefault(r.rollout_id, r)
-        out = []
-        for rid, buffer in zip(request.rollout_ids, buffers):
-            out.append(by_id[rid].model_copy(update={
-                "logs": buffer.records, "logs_dropped": buffer.dropped, "logs_truncated": buffer.truncated}))
-        return out
-    finally:
-        for rid in request.rollout_ids:
-            close_capture(rid)
+        return _with_logs(by_id, buffers)
+
+
+async def score_waiting_captured(env: BaseEnv, request: GroupRequest, waiting: list[RolloutResult],
+                                 limits: LogLimits | None = None, *, sink: RecordSink | None = None,
+                                 reporter: Reporter | None = None) -> list[RolloutResult]:
+    """`compute_group_rewards` on `waiting` (the rollouts of `request`, done and unscored by the group hook),
+    with per-rollout log capture; a failing hook fails them as it would in `run_group`."""
+    with _captured(request.rollout_ids, limits, sink) as buffers, reporting_to(reporter):
+        results = await env._score_waiting(request, waiting)
+        return _with_logs({r.rollout_id: r for r in results}, buffers)

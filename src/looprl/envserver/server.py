@@ -4,12 +4,25 @@ The server lives in the orchestrator process (it only moves messages; env code r
 workers). It sends each group to the least-loaded worker and settles every group it accepted, so a
 bad environment cannot hang or kill the run:
 
-- a worker that dies (killed, segfault, `os._exit` in env code) is respawned; the groups it had in
-  flight end as `env_worker_died`;
-- a group still running `2 * timeout_s + timeout_grace_s` after it was sent (its rollouts, then
-  `compute_group_rewards`, each get `timeout_s` inside the worker) is stuck in code that ignores
-  cancellation, e.g. a blocking call in a sync hook: its rollouts end as `timeout` and the worker is
-  killed, so its other groups end as `env_worker_died`, and respawned.
+- a worker that dies (killed, segfault, `os._exit` in env code) is respawned; the rollouts it had
+  in flight end as `env_worker_died`;
+- env code that blocks a worker's event loop past its rollouts' timeout is reported by the worker's
+  watchdog (`WorkerBlocked`, with the stack it is stuck in): those rollouts end as `timeout` and the
+  worker is killed and respawned;
+- a group still running `3 * timeout_s + timeout_grace_s` after it was sent (its rollouts, then
+  `compute_group_rewards`, then each `rollout_context` exit get `timeout_s` inside the worker) is
+  stuck where the watchdog cannot see (a C call that holds the GIL): its unsettled rollouts end as
+  `timeout` and the worker is killed and respawned.
+
+What a worker streams while a group runs survives its death: every log record, each rollout that
+was already settled (`RolloutSettled`), and whether `compute_group_rewards` had started
+(`GroupHookStarted`). When the worker dies, a settled rollout keeps its result. Rollouts that were
+done but still waited for `compute_group_rewards` are scored by it on a live worker (`ScoreGroup`,
+the group's failed rollouts left out, as always) when it had not started; when it had, it may be
+what killed the worker, so it is not run again and they end as `env_worker_died` (`timeout` when
+it blocked). A worker that dies while it scores them ends them the same way, once. Every rollout
+keeps its transcript and records, and each failure adds a `failure_record` saying what ended it (the
+exit status or signal, the stuck stack).
 
 Logs: `env_server.log` (this server: worker starts, deaths, overdue groups) and, written by each
 worker, `env_worker_{id}.log`, both in the env's log directory of the run
@@ -19,6 +32,7 @@ worker, `env_worker_{id}.log`, both in the env's log directory of the run
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import sys
 import time
@@ -28,11 +42,27 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
-from looprl.envs.types import DatasetSplit, Example, GroupRequest, RolloutResult
-from looprl.envserver.capture import LogLimits
+from looprl.envs.types import DatasetSplit, Example, GroupRequest, LogRecordData, RolloutResult
+from looprl.envserver.capture import LogLimits, failure_record
 from looprl.envserver.loading import env_name
-from looprl.envserver.protocol import (MAX_LINE_BYTES, CreateDataset, DatasetReady, GroupDone, RequestFailed,
-                                       RunGroup, WorkerConfig, WorkerFailed, WorkerReady, decode_from_worker, encode)
+from looprl.envserver.protocol import (
+    MAX_LINE_BYTES,
+    CreateDataset,
+    DatasetReady,
+    GroupDone,
+    GroupHookStarted,
+    RequestFailed,
+    RolloutLog,
+    RolloutSettled,
+    RunGroup,
+    ScoreGroup,
+    WorkerBlocked,
+    WorkerConfig,
+    WorkerFailed,
+    WorkerReady,
+    decode_from_worker,
+    encode,
+)
 from looprl.envserver.runtime import failed_results
 from looprl.errors import UserError
 from looprl.paths import env_server_log_path, env_worker_log_path
@@ -48,6 +78,13 @@ class _Pending:
     request: GroupRequest | None = None
     deadline: asyncio.TimerHandle | None = None
     started: float = field(default_factory=time.time)
+    logs: dict[str, list[LogRecordData]] = field(default_factory=dict)
+    """The records streamed so far, per rollout."""
+    settled: dict[str, RolloutSettled] = field(default_factory=dict)
+    """The latest report of each rollout settled before its group returned."""
+    group_hook_started: bool = False
+    rescoring: bool = False
+    """A `ScoreGroup`: if its worker dies, its rollouts are not sent to another one again."""
 
 
 @dataclass
@@ -58,6 +95,11 @@ class _Slot:
     ready: asyncio.Future[None]
     proc: asyncio.subprocess.Process | None = None
     pending: dict[str, _Pending] = field(default_factory=dict)
+    rollouts: dict[str, _Pending] = field(default_factory=dict)
+    """The pending group of each rollout in flight."""
+    timed_out: dict[str, str] = field(default_factory=dict)
+    """Rollouts ended as `timeout` because their code did not yield, with the error; the worker is being killed."""
+    killed_for: str | None = None
     task: asyncio.Task[None] | None = None
 
 
@@ -84,6 +126,8 @@ class EnvServer:
         self._slots: list[_Slot] = []
         self._closing = False
         self._requests = 0
+        self._scoring: set[asyncio.Task[None]] = set()
+        """Groups whose waiting rollouts are being scored on another worker after theirs died."""
         log_path = env_server_log_path(self.run_dir, split, self.env_name)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file: TextIO = log_path.open("a", buffering=1, encoding="utf-8")
@@ -123,7 +167,19 @@ class EnvServer:
         self._on_exit(slot, code)
 
     def _receive(self, slot: _Slot, message: BaseModel) -> None:
-        if isinstance(message, WorkerReady):
+        if isinstance(message, RolloutLog):
+            owner = slot.rollouts.get(message.rollout_id)
+            if owner is not None:
+                owner.logs.setdefault(message.rollout_id, []).append(message.record)
+        elif isinstance(message, RolloutSettled):
+            if (owner := slot.pending.get(message.id)) is not None:
+                owner.settled[message.result.rollout_id] = message
+        elif isinstance(message, GroupHookStarted):
+            if (owner := slot.pending.get(message.id)) is not None:
+                owner.group_hook_started = True
+        elif isinstance(message, WorkerBlocked):
+            self._blocked(slot, message)
+        elif isinstance(message, WorkerReady):
             self.log.info("worker {} ready (pid {})", slot.worker_id, message.pid)
             if not slot.ready.done():
                 slot.ready.set_result(None)
@@ -138,7 +194,8 @@ class EnvServer:
             if pending.deadline is not None:
                 pending.deadline.cancel()
             if isinstance(message, GroupDone):
-                pending.future.set_result(message.results)
+                pending.future.set_result([r.model_copy(update={"logs": pending.logs.get(r.rollout_id, [])})
+                                           for r in message.results])
             elif isinstance(message, DatasetReady):
                 pending.future.set_result(message.examples)
             else:
@@ -149,16 +206,19 @@ class EnvServer:
         was_ready = slot.ready.done() and slot.ready.exception() is None
         if not slot.ready.done():
             slot.ready.set_exception(UserError(
-                f"env worker exited during startup ({_describe_exit(code)}); see {self.worker_log_path(slot.worker_id)}"))
+                f"env worker exited during startup ({_describe_exit(code)}); "
+                f"see {self.worker_log_path(slot.worker_id)}"))
         pending, slot.pending = slot.pending, {}
         if self._closing:
             for p in pending.values():
                 p.future.cancel()
             return
         rollouts = sum(len(p.request.rollout_ids) for p in pending.values() if p.request)
-        self.log.error("worker {} (pid {}) died: {}; {} groups ({} rollouts) in flight end as env_worker_died",
-                       slot.worker_id, slot.proc.pid if slot.proc else "?", _describe_exit(code), len(pending), rollouts)
-        error = (f"env worker {slot.worker_id} died ({_describe_exit(code)}) while the rollout ran; "
+        self.log.error("worker {} (pid {}) died: {}; {} groups ({} rollouts) were in flight",
+                       slot.worker_id, slot.proc.pid if slot.proc else "?", _describe_exit(code), len(pending),
+                       rollouts)
+        cause = f" because {slot.killed_for}" if slot.killed_for else " while the rollout ran"
+        error = (f"env worker {slot.worker_id} died ({_describe_exit(code)}){cause}; "
                  f"see {self.worker_log_path(slot.worker_id)}")
         for p in pending.values():
             if p.deadline is not None:
@@ -166,11 +226,106 @@ class EnvServer:
             if p.future.done():
                 continue
             if p.request is not None:
-                p.future.set_result(failed_results(p.request, "env_worker_died", error, p.started))
+                self._settle(slot, p, p.request, error)
             else:
                 p.future.set_exception(RuntimeError(error))
         if was_ready and self._slots[slot.worker_id] is slot:  # not already replaced by `_overdue`
             self._respawn(slot)
+
+    def _settle(self, slot: _Slot, p: _Pending, request: GroupRequest, error: str) -> None:
+        """Settle a dead worker's group: now, or once its waiting rollouts are scored on another worker."""
+        results, waiting = self._salvage(slot, p, request, error)
+        if not waiting:
+            p.future.set_result(results)
+            return
+        task = asyncio.create_task(self._score_elsewhere(p, request, results, waiting, error))
+        self._scoring.add(task)
+        task.add_done_callback(self._scoring.discard)
+
+    @staticmethod
+    def _salvage(slot: _Slot, p: _Pending, request: GroupRequest,
+                 error: str) -> tuple[list[RolloutResult], list[RolloutResult]]:
+        """A dead worker's group: what each rollout had settled, its streamed records, what ended it; and
+        the reports of those that waited for `compute_group_rewards`, when another worker may run it."""
+        out, waiting = [], []
+        for result in failed_results(request, "env_worker_died", error, p.started):
+            rid, report = result.rollout_id, p.settled.get(result.rollout_id)
+            logs = p.logs.get(rid, [])
+            if rid in slot.timed_out:
+                result = (report.result if report else result).model_copy(update={
+                    "termination_reason": "timeout", "rewards": {}, "error": slot.timed_out[rid]})
+            elif report is not None and not report.group_pending:
+                out.append(report.result.model_copy(update={"logs": [*logs, failure_record(
+                    "", f"{error} (after this rollout was settled: it keeps its result, but its rollout_context "
+                        "may not have exited)", level=logging.WARNING)]}))
+                continue
+            elif report is not None:
+                if not (p.group_hook_started or p.rescoring):
+                    waiting.append(report.result)
+                why = (f"compute_group_rewards was running when {error}; it is not run again" if p.group_hook_started
+                       else f"compute_group_rewards could not run: {error}")
+                result = report.result.model_copy(update={"termination_reason": "env_worker_died", "rewards": {},
+                                                          "error": why})
+            out.append(result.model_copy(update={
+                "logs": [*logs, failure_record(result.termination_reason, result.error)]}))
+        return out, waiting
+
+    async def _score_elsewhere(self, p: _Pending, request: GroupRequest, results: list[RolloutResult],
+                               waiting: list[RolloutResult], error: str) -> None:
+        """`compute_group_rewards` on a live worker for `waiting`, then settle the group; without a live
+        worker they keep their `results` (`compute_group_rewards could not run`)."""
+        ids = [r.rollout_id for r in waiting]
+        narrowed = request.model_copy(update={"rollout_ids": ids})
+        self.log.bind(rollout=",".join(ids)).warning(
+            "group {}: {} rollouts waited for compute_group_rewards; scoring them on a live worker", request.group_id,
+            len(ids))
+        try:
+            scored = await self._request(ScoreGroup(id=f"{request.group_id}:score", request=narrowed, rollouts=waiting),
+                                         narrowed)
+        except UserError:  # no worker could start
+            scored = []
+        except asyncio.CancelledError:
+            p.future.cancel()
+            raise
+        notice = failure_record("", f"{error}, before compute_group_rewards started: it ran on a live env worker "
+                                    "(this rollout's rollout_context may not have exited)", level=logging.WARNING)
+        by_id = {r.rollout_id: r for r in scored}
+        if not p.future.done():
+            p.future.set_result([
+                by_id[r.rollout_id].model_copy(update={"logs": [*p.logs.get(r.rollout_id, []), notice,
+                                                                *by_id[r.rollout_id].logs]})
+                if r.rollout_id in by_id else r for r in results])
+
+    def _blocked(self, slot: _Slot, message: WorkerBlocked) -> None:
+        """The worker's watchdog caught env code holding its event loop: end those rollouts, kill it."""
+        timeouts = {p.request.timeout_s for rid in message.rollout_ids  # the watchdog watches only timed rollouts
+                    if (p := slot.rollouts.get(rid)) is not None and p.request is not None
+                    and p.request.timeout_s is not None}
+        error = (f"rollout exceeded its {', '.join(map(str, sorted(timeouts)))} s timeout in blocking code: env code "
+                 f"held env worker {slot.worker_id}'s event loop for {message.blocked_s:.1f} s, and the worker was "
+                 f"restarted. Stuck at (most recent call last):\n{message.stack}")
+        timed_out = dict.fromkeys(message.rollout_ids, error)
+        now = time.time()
+        for p in slot.pending.values():  # rollouts stuck behind the blocked ones, past their own timeout
+            request = p.request
+            if request is None or request.timeout_s is None or now < p.started + request.timeout_s:
+                continue
+            for rid in request.rollout_ids:
+                if rid not in timed_out and rid not in p.settled:
+                    timed_out[rid] = (f"rollout exceeded its {request.timeout_s} s timeout while rollouts "
+                                      f"{', '.join(message.rollout_ids)} blocked env worker {slot.worker_id}'s "
+                                      f"event loop (see their errors); the worker was restarted")
+        self._kill(slot, timed_out, f"rollouts {', '.join(message.rollout_ids)} blocked its event loop")
+
+    def _kill(self, slot: _Slot, timed_out: dict[str, str], why: str) -> None:
+        """Kill a worker stuck in env code; `_on_exit` settles its groups, `timed_out` rollouts as `timeout`."""
+        self.log.bind(rollout=",".join(timed_out)).error("killing worker {}: {}", slot.worker_id, why)
+        slot.timed_out.update(timed_out)
+        slot.killed_for = slot.killed_for or why
+        if slot.proc is not None and slot.proc.returncode is None:
+            slot.proc.kill()
+        if self._slots[slot.worker_id] is slot:
+            self._respawn(slot)  # now, so that no new group goes to the killed worker
 
     def _respawn(self, slot: _Slot) -> None:
         self.log.info("respawning worker {}", slot.worker_id)
@@ -181,11 +336,16 @@ class EnvServer:
     def _pick(self) -> _Slot:
         return min(self._slots, key=lambda s: (s.ready.done() and s.ready.exception() is not None, len(s.pending)))
 
-    async def _request(self, message: CreateDataset | RunGroup, request: GroupRequest | None) -> Any:
+    async def _request(self, message: CreateDataset | RunGroup | ScoreGroup, request: GroupRequest | None) -> Any:
         """Send a message to a worker and wait for its answer (or for the worker's death)."""
         slot = self._pick()
         pending = _Pending(asyncio.get_running_loop().create_future(), request)
+        if isinstance(message, ScoreGroup):  # its rollouts are done, and wait for the group hook here
+            pending.rescoring = True
+            pending.settled = {r.rollout_id: RolloutSettled(id=message.id, result=r, group_pending=True)
+                               for r in message.rollouts}
         slot.pending[message.id] = pending
+        slot.rollouts.update(dict.fromkeys(request.rollout_ids if request else (), pending))
         try:
             await asyncio.shield(slot.ready)
         except UserError:
@@ -193,7 +353,7 @@ class EnvServer:
             raise
         if request is not None and request.timeout_s is not None:
             pending.deadline = asyncio.get_running_loop().call_later(
-                2 * request.timeout_s + self.timeout_grace_s, self._overdue, slot, message.id)
+                3 * request.timeout_s + self.timeout_grace_s, self._overdue, slot, message.id)
         assert slot.proc is not None and slot.proc.stdin is not None
         try:
             slot.proc.stdin.write(encode(message))
@@ -204,22 +364,21 @@ class EnvServer:
             return await pending.future
         finally:
             slot.pending.pop(message.id, None)
+            for rid in request.rollout_ids if request else ():
+                slot.rollouts.pop(rid, None)
 
     def _overdue(self, slot: _Slot, message_id: str) -> None:
-        pending = slot.pending.pop(message_id, None)
+        pending = slot.pending.get(message_id)
         if pending is None or pending.request is None or pending.future.done():
             return
         request = pending.request
-        self.log.bind(rollout=",".join(request.rollout_ids)).error(
-            "group {} on worker {} is past its deadline ({} s timeout per rollout) and does not yield: "
-            "its rollouts end as timeout; killing the worker", request.group_id, slot.worker_id, request.timeout_s)
-        pending.future.set_result(failed_results(
-            request, "timeout", f"rollout exceeded its {request.timeout_s} s timeout and env code did not yield "
-                                f"(a blocking call?); env worker {slot.worker_id} was restarted", pending.started))
-        if slot.proc is not None and slot.proc.returncode is None:
-            slot.proc.kill()
-        if self._slots[slot.worker_id] is slot:
-            self._respawn(slot)  # now, so that no new group goes to the killed worker
+        unsettled = [rid for rid in request.rollout_ids if rid not in pending.settled
+                     or (pending.settled[rid].group_pending and pending.group_hook_started)]
+        error = (f"rollout exceeded its {request.timeout_s} s timeout and env code did not yield "
+                 f"(a blocking call?); env worker {slot.worker_id} was restarted")
+        self._kill(slot, dict.fromkeys(unsettled, error),
+                   f"group {request.group_id} is past its deadline ({request.timeout_s} s timeout per step) "
+                   f"and does not yield")
 
     async def create_dataset(self, base_dir: Path, max_examples: int | None) -> list[Example]:
         self._requests += 1
@@ -253,6 +412,8 @@ class EnvServer:
         for slot in self._slots:
             if slot.task is not None and not slot.task.done():
                 slot.task.cancel()
+        for task in list(self._scoring):
+            task.cancel()
         self.log.info("env server for {} ({} split) stopped", self.env, self.split)
         self.log.remove()
         self._log_file.close()

@@ -6,11 +6,17 @@
 
 `EnvServer` starts it with pipes on stdin/stdout and stderr on `env_worker_{id}.log`. The worker
 keeps private copies of the two pipes for the protocol (`looprl.envserver.protocol`) and points
-its own stdin at /dev/null and its stdout at the log, so env code that prints (or a crash dump from
-C code) ends up in the worker log, never in the protocol. Every log line emitted while a rollout
-runs names the rollout: `rollout=ID` (several ids, comma-separated, for group-level records).
-Groups run concurrently on the worker's event loop; each one through `run_group_captured`, which
-never raises for env faults. When stdin closes the worker closes the env and exits.
+its own stdin at /dev/null and its stdout at the log, so a crash dump from C code ends up in the
+worker log, never in the protocol; `print()` and stderr writes from Python become records of the
+rollout that made them (`looprl.envserver.streams`). Every log line emitted while a rollout runs
+names the rollout: `rollout=ID` (several ids, comma-separated, for group-level records).
+
+Groups run concurrently on the worker's event loop; each one through `run_group_captured` (or, for
+a `ScoreGroup`, `score_waiting_captured`), which never raises for env faults. Messages go out
+through one `Channel`, written synchronously under a lock, so a record is in the pipe before the
+next line of env code runs (a worker killed right after keeps it) and records, reports and results
+stay in order, from any thread. A `Watchdog` reports rollouts whose code blocks the event loop past
+their timeout. When stdin closes the worker closes the env and exits.
 """
 
 from __future__ import annotations
@@ -18,20 +24,43 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 import traceback
 from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
-from looprl.envs._model_client import aclose_pool
+from looprl.envs._model_client import aclose_pool, warm_up
+from looprl.envs.base_env import BaseEnv
 from looprl.envs.environment import Environment
 from looprl.envs.logging import current_rollout_ids
+from looprl.envs.types import GroupRequest, LogRecordData, RolloutResult
 from looprl.envserver.capture import install_capture
 from looprl.envserver.loading import instantiate, load_env_class
-from looprl.envserver.protocol import (MAX_LINE_BYTES, CreateDataset, DatasetReady, GroupDone, RequestFailed,
-                                       RunGroup, WorkerConfig, WorkerFailed, WorkerReady, decode_to_worker, encode)
-from looprl.envserver.runtime import run_group_captured
+from looprl.envserver.protocol import (
+    MAX_LINE_BYTES,
+    CreateDataset,
+    DatasetReady,
+    GroupDone,
+    GroupHookStarted,
+    RequestFailed,
+    RolloutLog,
+    RolloutSettled,
+    RunGroup,
+    ScoreGroup,
+    WorkerBlocked,
+    WorkerConfig,
+    WorkerFailed,
+    WorkerReady,
+    decode_to_worker,
+    encode,
+)
+from looprl.envserver.runtime import run_group_captured, score_waiting_captured
+from looprl.envserver.streams import capture_std_streams
+from looprl.envserver.watchdog import Watchdog
 from looprl.errors import UserError
 from looprl.utils.logger import get_logger, setup_logger
 
@@ -54,34 +83,87 @@ def _take_protocol_pipes() -> tuple[int, int]:
     return in_fd, out_fd
 
 
+class Channel:
+    """The protocol's outgoing pipe: each message written whole, at once, from any thread."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._lock = threading.Lock()
+
+    def send(self, message: BaseModel) -> None:
+        data = memoryview(encode(message))
+        with self._lock:
+            while data:
+                data = data[os.write(self.fd, data):]
+
+
+@dataclass
+class GroupReporter:
+    """What `BaseEnv` reports while group `group_id` runs, sent to the server as it happens."""
+
+    channel: Channel
+    group_id: str
+
+    def settled(self, result: RolloutResult, group_pending: bool) -> None:
+        self.channel.send(RolloutSettled(id=self.group_id, result=result, group_pending=group_pending))
+
+    def group_hook_started(self) -> None:
+        self.channel.send(GroupHookStarted(id=self.group_id))
+
+
 class Worker:
-    def __init__(self, cfg: WorkerConfig, env: Environment, writer: asyncio.StreamWriter) -> None:
-        self.cfg, self.env, self.writer = cfg, env, writer
+    def __init__(self, cfg: WorkerConfig, env: Environment, channel: Channel) -> None:
+        self.cfg, self.env, self.channel = cfg, env, channel
         self.log = get_logger()
+        self.timeouts: dict[str, float] = {}
+        """The timeout of each running rollout that has one (what the watchdog holds blocking code to)."""
 
-    async def send(self, message: BaseModel) -> None:
-        self.writer.write(encode(message))
-        await self.writer.drain()
+    def send(self, message: BaseModel) -> None:
+        self.channel.send(message)
 
-    async def handle(self, message: CreateDataset | RunGroup) -> None:
+    def send_record(self, rollout_id: str, record: LogRecordData) -> None:
+        self.send(RolloutLog(rollout_id=rollout_id, record=record))
+
+    def send_blocked(self, rollout_ids: list[str], blocked_s: float, stack: str) -> None:
+        self.log.bind(rollout=",".join(rollout_ids)).error(
+            "env code has blocked the event loop for {:.1f} s, past the rollout timeout; stuck at:\n{}",
+            blocked_s, stack)
+        self.send(WorkerBlocked(rollout_ids=rollout_ids, blocked_s=blocked_s, stack=stack))
+
+    async def handle(self, message: CreateDataset | RunGroup | ScoreGroup) -> None:
         if isinstance(message, RunGroup):
-            await self.handle_run_group(message)
+            await self.run(message.id, message.request, "group", lambda: run_group_captured(
+                self.env, message.request, self.cfg.log_limits, sink=self.send_record,
+                reporter=GroupReporter(self.channel, message.id)))
+        elif isinstance(message, ScoreGroup):
+            env = self.env
+            assert isinstance(env, BaseEnv)  # only BaseEnv reports rollouts waiting for its group hook
+            await self.run(message.id, message.request, "re-scoring of group", lambda: score_waiting_captured(
+                env, message.request, message.rollouts, self.cfg.log_limits, sink=self.send_record,
+                reporter=GroupReporter(self.channel, message.id)))
         else:
             await self.create_dataset(message)
 
-    async def handle_run_group(self, message: RunGroup) -> None:
-        request = message.request
+    async def run(self, message_id: str, request: GroupRequest, what: str,
+                  call: Callable[[], Awaitable[list[RolloutResult]]]) -> None:
+        """Run a group's env code (`call`), its rollouts watched for blocking, and send its results."""
         log = self.log.bind(rollout=",".join(request.rollout_ids))
-        log.info("group {} started: {} rollouts of example {}", request.group_id, len(request.rollout_ids),
+        log.info("{} {} started: {} rollouts of example {}", what, request.group_id, len(request.rollout_ids),
                  request.example.id)
-        results = await run_group_captured(self.env, request, self.cfg.log_limits)
+        if request.timeout_s is not None:
+            self.timeouts.update(dict.fromkeys(request.rollout_ids, request.timeout_s))
+        try:
+            results = await call()
+        finally:
+            for rid in request.rollout_ids:
+                self.timeouts.pop(rid, None)
         for r in results:
             if not r.scored:
                 self.log.bind(rollout=r.rollout_id).warning("rollout ended {}: {}", r.termination_reason,
                                                             (r.error or "").partition("\n")[0])
         reasons = Counter(r.termination_reason for r in results)
-        log.info("group {} done: {}", request.group_id, dict(reasons))
-        await self.send(GroupDone(id=message.id, results=results))
+        log.info("{} {} done: {}", what, request.group_id, dict(reasons))
+        self.send(GroupDone(id=message_id, results=results))
 
     async def create_dataset(self, message: CreateDataset) -> None:
         try:
@@ -90,31 +172,31 @@ class Worker:
         except Exception as e:
             self.log.opt(exception=e).error("create_dataset({!r}) raised", message.split)
             reply = RequestFailed(id=message.id, error=f"{type(e).__name__}: {e}", user_error=isinstance(e, UserError))
-        await self.send(reply)
+        self.send(reply)
 
 
-async def _pipes(in_fd: int, out_fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    loop = asyncio.get_running_loop()
+async def _reader(in_fd: int) -> asyncio.StreamReader:
     reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(in_fd, "rb", buffering=0))
-    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
-                                                        os.fdopen(out_fd, "wb", buffering=0))
-    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+    await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                                       os.fdopen(in_fd, "rb", buffering=0))
+    return reader
 
 
 async def serve(cfg: WorkerConfig, in_fd: int, out_fd: int) -> int:
-    reader, writer = await _pipes(in_fd, out_fd)
+    reader, channel = await _reader(in_fd), Channel(out_fd)
     log = get_logger()
     try:
         env = instantiate(load_env_class(cfg.env), cfg.env_args)
     except Exception as e:
         error = str(e) if isinstance(e, UserError) else "".join(traceback.format_exception(e))
         log.error("cannot load {}: {}", cfg.env, error)
-        writer.write(encode(WorkerFailed(error=error)))
-        await writer.drain()
+        channel.send(WorkerFailed(error=error))
         return 1
-    worker = Worker(cfg, env, writer)
-    await worker.send(WorkerReady(pid=os.getpid()))
+    await warm_up()
+    worker = Worker(cfg, env, channel)
+    watchdog = Watchdog(worker.timeouts, worker.send_blocked)
+    watchdog.start(asyncio.get_running_loop())
+    worker.send(WorkerReady(pid=os.getpid()))
     log.info("env worker {} ready: {} (pid {})", cfg.worker_id, cfg.env, os.getpid())
     tasks: set[asyncio.Task[None]] = set()
     while line := await reader.readline():
@@ -130,6 +212,7 @@ async def serve(cfg: WorkerConfig, in_fd: int, out_fd: int) -> int:
     for task in list(tasks):
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    watchdog.stop()
     try:
         await env.aclose()
     finally:
@@ -143,6 +226,7 @@ def main(argv: list[str]) -> int:
     setup_logger(cfg.env_level, cfg.json_logging, sink=sys.stderr, process=f"env_worker_{cfg.worker_id}",
                  patcher=_tag_rollout)
     install_capture(cfg.env_level)
+    capture_std_streams()
     return asyncio.run(serve(cfg, in_fd, out_fd))
 
 

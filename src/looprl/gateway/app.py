@@ -78,6 +78,10 @@ class Gateway:
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(3600, connect=30), limits=limits, headers=headers)
         self.app = self._build_app()
 
+    def serve_model(self, model: str) -> None:
+        """Name `model` in the calls forwarded from now on (the engine's name for its newest weights)."""
+        self.model = model
+
     # sessions --------------------------------------------------------------------------------
 
     def open_session(self, rollout_id: str, context_budget: int | None = None) -> None:
@@ -105,7 +109,8 @@ class Gateway:
             if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
                 return error_response(400, "request must be a JSON object with a 'messages' list", "invalid_request")
             if body.get("stream"):
-                return error_response(400, "streaming is not supported through the looprl gateway", "stream_unsupported")
+                return error_response(400, "streaming is not supported through the looprl gateway",
+                                      "stream_unsupported")
             if (body.get("n") or 1) != 1:
                 return error_response(400, "n > 1 is not supported: run sibling rollouts instead", "n_unsupported")
             return await self._forward(session, body)

@@ -52,7 +52,8 @@ def render_prompt(tokenizer: Any, messages: list[ChatMessage], tools: list[Tool]
     tool_dicts = [t.model_dump(exclude_none=True) for t in tools or []]
     try:
         if supports_tools(tokenizer.chat_template):
-            text = tokenizer.apply_chat_template(dicts, tools=tool_dicts or None, tokenize=False, add_generation_prompt=True)
+            text = tokenizer.apply_chat_template(dicts, tools=tool_dicts or None, tokenize=False,
+                                                 add_generation_prompt=True)
         else:
             text = tokenizer.apply_chat_template(_hermes(dicts, tool_dicts), tokenize=False, add_generation_prompt=True)
     except TemplateError as e:  # templates raise on conversations they reject (e.g. roles out of order)
@@ -136,8 +137,10 @@ def _hermes(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list
             continue
         previous = role
         calls = [
-            f"<tool_call>\n{json.dumps({'name': c['function']['name'], 'arguments': c['function']['arguments']})}\n</tool_call>"
+            f"<tool_call>\n{json.dumps({'name': c['function']['name'], 'arguments': c['function']['arguments']})}"
+            "\n</tool_call>"
             for c in m.get("tool_calls", [])
         ]
-        out.append({"role": "system" if role == "developer" else role, "content": "\n".join(filter(None, [content, *calls]))})
+        out.append({"role": "system" if role == "developer" else role,
+                    "content": "\n".join(filter(None, [content, *calls]))})
     return out

@@ -1,29 +1,43 @@
-"""`looprl inference`: the embedded OpenAI-compatible engine on its own.
+"""`looprl inference`: the embedded OpenAI-compatible engine on its own (or vLLM, `--backend vllm`).
 
 A thin entry point: arguments here, torch and transformers imported only inside `run`, so
 `looprl inference --help` is instant. Serves until interrupted; `/health` answers once the model is
-loaded.
+loaded. With `--backend vllm` it runs vLLM's server as `looprl rl` does (same flags, looprl's
+`/update_weights`), in the foreground.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 
+from looprl.config.deployment import MEMORY_FRACTION_ENV
 from looprl.models import DEFAULT_MODEL
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"alias, local HF directory or Hub id (default: {DEFAULT_MODEL})")
+    parser.add_argument("--backend", choices=["embedded", "vllm"], default="embedded",
+                        help="engine (default: embedded)")
+    parser.add_argument("--vllm-python", help="interpreter that runs vLLM (default: see inference.vllm_python)")
+    parser.add_argument("--model", default=DEFAULT_MODEL,
+                        help=f"alias, local HF directory or Hub id (default: {DEFAULT_MODEL})")
     parser.add_argument("--served-model-name", default=None, help="the name clients pass as `model` (default: --model)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to bind (default: 8000)")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="weights dtype (default: float32)")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                        help="auto: CUDA when present (default: auto)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                        help="weights dtype (default: float32, on GPUs too: the logprobs the trainer recomputes)")
+    parser.add_argument("--gpu-memory-fraction", type=float, default=os.environ.get(MEMORY_FRACTION_ENV),
+                        help=f"most of the GPU's memory the engine may take (default: ${MEMORY_FRACTION_ENV}, which "
+                             "`looprl rl` sets when engine and trainer share a GPU; else no cap)")
     parser.add_argument("--max-batch-size", type=int, default=64, help="most sequences decoded together (default: 64)")
     parser.add_argument(
         "--logprobs-mode",
         default="raw_logprobs",
         choices=["raw_logprobs", "processed_logprobs"],
-        help="raw: log_softmax of the raw logits (temperature 1, vLLM's default); processed: of the sampled distribution",
+        help="raw: log_softmax of the raw logits (temperature 1, vLLM's default); "
+        "processed: of the sampled distribution",
     )
     parser.add_argument("--log-level", default="INFO", help="process log level (default: INFO)")
     parser.add_argument("--json-logging", action="store_true", help="one JSON object per log line")
@@ -35,16 +49,38 @@ def run(args: argparse.Namespace) -> int:
     from looprl.models import load_model_and_tokenizer, resolve_model
     from looprl.utils.logger import setup_logger
 
+    if args.backend == "vllm":
+        return _run_vllm(args)
     logger = setup_logger(args.log_level, args.json_logging, process="inference")
 
     path = resolve_model(args.model)  # a bad name fails here, before the heavy imports below
+    from looprl.inference.device import engine_device, limit_memory
     from looprl.inference.engine import Engine
     from looprl.inference.server import create_app
 
-    logger.info("loading {} from {}", args.model, path)
-    model, tokenizer = load_model_and_tokenizer(str(path), dtype=args.dtype)
+    device = engine_device(args.device)
+    limit_memory(device, args.gpu_memory_fraction)
+    logger.info("loading {} from {} onto {} ({})", args.model, path, device, args.dtype)
+    model, tokenizer = load_model_and_tokenizer(str(path), dtype=args.dtype, device=device)
     engine = Engine(model, tokenizer, max_batch_size=args.max_batch_size, logprobs_mode=args.logprobs_mode)
     app = create_app(engine, args.served_model_name or args.model)
     # log_config=None: uvicorn's records go through stdlib logging into the process logger
     uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False)
     return 0
+
+
+def _run_vllm(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from looprl.config import InferenceConfig
+    from looprl.inference.backends import engine_process
+
+    cfg = InferenceConfig(backend="vllm", vllm_python=args.vllm_python, max_batch_size=args.max_batch_size)
+    engine = engine_process(cfg, args.model, host=args.host, port=args.port)
+    engine.model_name = args.served_model_name or args.model
+    try:
+        return subprocess.call(engine.command(), env=engine.environment())
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        engine.stop()

@@ -10,6 +10,9 @@ and retires rows on EOS, a stop string, `max_tokens` or the context limit.
 A weight update is ordered like a request: requests that arrived before it finish on the old
 weights, admission pauses until the batch drains, the tensors are copied in place, and requests that
 arrived after it run on the new weights. No completion ever mixes two weight versions.
+
+Everything runs on the model's device (`looprl inference --device`): the batch's cache and mask,
+the sampling and the seeded generators; only sampled tokens and logprobs come back to the CPU.
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ class Engine:
         # One forward pass on the calling (main) thread first: with torch 2.13 on CPU we measured the
         # engine thread's ops running about twice as slow while the main thread had never run one.
         with torch.inference_mode():
-            self.model(input_ids=torch.tensor([[0]]))
+            self.model(input_ids=torch.tensor([[0]], device=self.model.device))
         self._thread.start()
 
     def stop(self) -> None:
@@ -144,7 +147,8 @@ class Engine:
         for group in _prefill_groups(_same_prompts(admitted)):
             requests = [r for same in group for r in same]  # the order of `prefill`'s rows
             try:
-                new = prefill(self.model, [same[0].prompt_ids for same in group], [sum(r.n for r in same) for same in group])
+                new = prefill(self.model, [same[0].prompt_ids for same in group],
+                              [sum(r.n for r in same) for same in group])
             except Exception as e:  # these prompts failed; the running batch is untouched
                 get_logger().exception("prefill failed")
                 for request in requests:
@@ -154,7 +158,7 @@ class Engine:
             new_rows = []
             for request in requests:
                 seed = request.params.seed
-                generator = None if seed is None else torch.Generator().manual_seed(seed)
+                generator = None if seed is None else torch.Generator(self.model.device).manual_seed(seed)
                 new_rows += [_Row(request, i, generator) for i in range(request.n)]
             self._rows.extend(new_rows)
             self._advance(new_rows, new.logits)

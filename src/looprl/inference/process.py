@@ -27,12 +27,17 @@ API:
   form. If the child exits first, or `startup_timeout` passes, they raise `EngineStartError` (a
   `UserError`) with the exit status and the last lines of the log.
 - `stop()` terminates the child (SIGTERM, then SIGKILL after 10 s); called on leaving the context.
+- Subclasses run another server the same way by overriding `command()` and `environment()`
+  (`looprl.inference.vllm.launch.VllmProcess`); `own_process_group` makes `stop()` signal the
+  child's whole process group. `looprl.inference.backends.engine_process` picks the class.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -56,6 +61,11 @@ class EngineStartError(UserError):
 
 
 class EngineProcess:
+    engine_name = "inference engine"
+    own_process_group = False
+    """Run the child in its own process group and signal the whole group on `stop()` (for servers that
+    start processes of their own)."""
+
     def __init__(
         self,
         model: str = DEFAULT_MODEL,
@@ -104,12 +114,14 @@ class EngineProcess:
 
     def stop(self) -> None:
         if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
+            self._signal(signal.SIGTERM)
             try:
                 self._process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self._process.kill()
+                self._signal(signal.SIGKILL)
                 self._process.wait()
+        if self._process is not None and self.own_process_group:
+            self._signal(signal.SIGKILL)  # whatever the child left behind, even if it exited on its own
         self._process = None
         if self._log is not None:
             self._log.close()
@@ -134,16 +146,33 @@ class EngineProcess:
             self.stop()
             raise
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
         await asyncio.to_thread(self.stop)
 
+    def command(self) -> list[str]:
+        """The child's command line (`looprl inference`; `VllmProcess` runs vLLM's server instead)."""
+        return [sys.executable, "-m", "looprl.cli", "inference", "--model", self.model, "--served-model-name",
+                self.model_name, "--host", self.host, "--port", str(self.port), *self.extra_args]
+
+    def environment(self) -> dict[str, str]:
+        """The child's environment."""
+        return {**os.environ, "PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+
     def _launch(self) -> None:
-        command = [sys.executable, "-m", "looprl.cli", "inference", "--model", self.model, "--served-model-name", self.model_name]
-        command += ["--host", self.host, "--port", str(self.port), *self.extra_args]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
-        self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 (the child writes to it until stop() closes it)
+        self._process = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=self.environment(),
+                                         start_new_session=self.own_process_group)
+
+    def _signal(self, signum: int) -> None:
+        assert self._process is not None
+        if self.own_process_group:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signum)
+        else:
+            self._process.send_signal(signum)
 
     def _healthy(self) -> bool:
         try:
@@ -156,10 +185,11 @@ class EngineProcess:
         status = self._process.poll()
         if status is None and time.monotonic() < deadline:
             return
-        what = f"exited with status {status}" if status is not None else f"was not healthy after {self.startup_timeout:.0f} s"
+        what = (f"exited with status {status}" if status is not None
+                else f"was not healthy after {self.startup_timeout:.0f} s")
         tail, where = _tail(self.log_path), "its log" if self._owns_log else str(self.log_path)
         self.stop()
-        raise EngineStartError(f"the inference engine ({self.model}) {what}; last lines of {where}:\n{tail}")
+        raise EngineStartError(f"the {self.engine_name} ({self.model}) {what}; last lines of {where}:\n{tail}")
 
 
 def _free_port(host: str) -> int:

@@ -152,6 +152,8 @@ class UpdateWeightsRequest(BaseModel):
 class WeightsInfo(BaseModel):
     version: int
     path: str
+    model: str
+    """The name requests for these weights use (vLLM with LoRA: the adapter's name)."""
 
 
 class HealthResponse(BaseModel):

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -45,11 +46,12 @@ def create_app(engine: Engine, served_model_name: str) -> FastAPI:
 
     @app.get("/health", response_model=p.HealthResponse)
     async def health() -> p.HealthResponse:
-        return p.HealthResponse(model=served_model_name, weights=_weights(engine))
+        return p.HealthResponse(model=served_model_name, weights=_weights(engine, served_model_name))
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        card = {"id": served_model_name, "object": "model", "created": 0, "owned_by": "looprl", "max_model_len": engine.max_context}
+        card = {"id": served_model_name, "object": "model", "created": 0, "owned_by": "looprl",
+                "max_model_len": engine.max_context}
         return {"object": "list", "data": [card]}
 
     @app.post("/update_weights", response_model=p.WeightsInfo)
@@ -59,12 +61,13 @@ def create_app(engine: Engine, served_model_name: str) -> FastAPI:
         except WeightsError as e:
             raise ApiError(400, str(e), "invalid_weights") from e
         await engine.update_weights(update)
-        return _weights(engine)
+        return _weights(engine, served_model_name)
 
     @app.post("/v1/chat/completions", response_model=p.ChatCompletionResponse)
     async def chat_completions(body: p.ChatCompletionRequest) -> p.ChatCompletionResponse:
         if body.model != served_model_name:
-            raise ApiError(404, f"The model `{body.model}` does not exist; this server serves `{served_model_name}`.", "model_not_found")
+            raise ApiError(404, f"The model `{body.model}` does not exist; this server serves `{served_model_name}`.",
+                           "model_not_found")
         try:
             prompt_ids = render_prompt(engine.tokenizer, body.messages, body.tools)
         except ChatFormatError as e:
@@ -79,15 +82,16 @@ def create_app(engine: Engine, served_model_name: str) -> FastAPI:
             created=int(time.time()),
             model=served_model_name,
             choices=choices,
-            usage=p.Usage(prompt_tokens=len(prompt_ids), completion_tokens=completion_tokens, total_tokens=len(prompt_ids) + completion_tokens),
+            usage=p.Usage(prompt_tokens=len(prompt_ids), completion_tokens=completion_tokens,
+                          total_tokens=len(prompt_ids) + completion_tokens),
             prompt_token_ids=prompt_ids if body.return_token_ids else None,
         )
 
     return app
 
 
-def _weights(engine: Engine) -> p.WeightsInfo:
-    return p.WeightsInfo(version=engine.weights_version, path=engine.weights_path)
+def _weights(engine: Engine, served_model_name: str) -> p.WeightsInfo:
+    return p.WeightsInfo(version=engine.weights_version, path=engine.weights_path, model=served_model_name)
 
 
 def _sampling_params(body: p.ChatCompletionRequest, prompt_tokens: int, max_context: int) -> SamplingParams:
@@ -116,7 +120,8 @@ def _choice(index: int, c: Completion, body: p.ChatCompletionRequest, tokenizer:
     logprobs = None
     if body.logprobs:
         entries = [
-            p.TokenLogprob(**_token(tokenizer, t, lp), top_logprobs=[p.TopLogprob(**_token(tokenizer, i, v)) for i, v in top])
+            p.TokenLogprob(**_token(tokenizer, t, lp),
+                           top_logprobs=[p.TopLogprob(**_token(tokenizer, i, v)) for i, v in top])
             for t, lp, top in zip(c.token_ids, c.logprobs, c.top_logprobs)
         ]
         logprobs = p.ChoiceLogprobs(content=entries)
@@ -145,7 +150,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, e: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(f"{'.'.join(str(x) for x in err['loc'][1:]) or 'body'}: {err['msg']}" for err in e.errors())
+        problems = "; ".join(f"{'.'.join(str(x) for x in err['loc'][1:]) or 'body'}: {err['msg']}"
+                             for err in e.errors())
         return body(400, problems, "invalid_request", "invalid_request_error")
 
     @app.exception_handler(HTTPException)

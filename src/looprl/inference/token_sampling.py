@@ -13,6 +13,10 @@ Which logprobs are returned is the engine's `logprobs_mode`, named as in vLLM:
   mode must apply the same temperature (and top_p) to its own logits for importance ratios to match.
 
 Greedy rows (temperature 0) take the argmax and report the temperature-1 values in both modes.
+
+Sampling runs where the logits are (the model's device); a seeded row's generator must be on that
+device too (the same seed draws other tokens on a GPU than on the CPU). Only the chosen tokens and
+logprobs come back to the CPU, as Python lists.
 """
 
 from __future__ import annotations
@@ -54,16 +58,17 @@ def sample(
     """Sample one token per row of `logits` ([rows, vocab]) with that row's parameters."""
     logits = logits.float()
     raw = torch.log_softmax(logits, dim=-1)
-    temperatures = torch.tensor([p.temperature for p in params])
-    top_p = torch.tensor([p.top_p for p in params])
+    temperatures = torch.tensor([p.temperature for p in params], device=logits.device)
+    top_p = torch.tensor([p.top_p for p in params], device=logits.device)
     greedy = temperatures == 0
     processed = raw
     if bool(((temperatures != 1) & ~greedy).any() or (top_p < 1).any()):
         scaled = logits / torch.where(greedy, 1.0, temperatures)[:, None]
         processed = torch.log_softmax(_top_p_filter(scaled, top_p), dim=-1)
     tokens = logits.argmax(dim=-1)
-    if not bool(greedy.all()):
-        _draw(tokens, processed.exp(), greedy, generators)
+    greedy_rows = [p.temperature == 0 for p in params]
+    if not all(greedy_rows):
+        _draw(tokens, processed.exp(), greedy_rows, generators)
 
     chosen = raw if mode == "raw_logprobs" else processed
     logprobs = chosen.gather(1, tokens[:, None]).squeeze(1).clamp(min=MIN_LOGPROB)
@@ -78,7 +83,7 @@ def sample(
 
 
 def _draw(
-    tokens: torch.Tensor, probs: torch.Tensor, greedy: torch.Tensor, generators: list[torch.Generator | None]
+    tokens: torch.Tensor, probs: torch.Tensor, greedy: list[bool], generators: list[torch.Generator | None]
 ) -> None:
     """Overwrite `tokens` of the non-greedy rows with draws from `probs`; seeded rows use their own generator."""
     shared = [row for row, g in enumerate(generators) if g is None and not greedy[row]]

@@ -4,6 +4,10 @@
 and shape mismatches are the caller's error), so the engine thread only copies tensors into the
 existing parameters. Copying in place keeps tied weights tied and needs no model reload. Names a
 checkpoint leaves out (e.g. a tied `lm_head.weight`) keep their current values.
+
+The tensors are read into CPU memory and `apply` copies them onto the model's device and dtype (a
+GPU engine, a float32 engine fed bfloat16 weights): while earlier requests drain, the waiting update
+holds no second copy of the weights in the engine's share of GPU memory.
 """
 
 from __future__ import annotations
@@ -56,5 +60,6 @@ def load_update(path: str | Path, model: Any, version: int | None = None) -> Wei
     mismatched = [n for n, t in tensors.items() if t.shape != state[n].shape]
     if mismatched:
         name = mismatched[0]
-        raise WeightsError(f"shape mismatch for {name}: {tuple(tensors[name].shape)} in {path}, {tuple(state[name].shape)} in the model")
+        raise WeightsError(f"shape mismatch for {name}: {tuple(tensors[name].shape)} in {path}, "
+                           f"{tuple(state[name].shape)} in the model")
     return WeightUpdate(path, tensors, version)

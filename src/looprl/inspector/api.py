@@ -10,10 +10,17 @@ from typing import Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
-from looprl.inspector.catalog import RunCatalog, RunRef
 from looprl.errors import UserError
-from looprl.inspector.models import (RolloutDetail, RolloutPage, RolloutRow, RunMetrics, RunSummary, SplitStats,
-                                     StepMetrics)
+from looprl.inspector.catalog import RunCatalog, RunRef
+from looprl.inspector.models import (
+    RolloutDetail,
+    RolloutPage,
+    RolloutRow,
+    RunMetrics,
+    RunSummary,
+    SplitStats,
+    StepMetrics,
+)
 from looprl.store.reader import SORT_COLUMNS, RolloutFilter, RunStoreReader
 from looprl.store.records import RolloutRecord, RunInfo
 
@@ -43,7 +50,8 @@ def rollout_filter(
     reward_min: float | None = None,
     reward_max: float | None = None,
     has_error: bool | None = None,
-    min_log_level: int | None = Query(None, description="only rollouts with a log record at this stdlib level or above"),
+    min_log_level: int | None = Query(
+        None, description="only rollouts with a log record at this stdlib level or above"),
     q: str | None = Query(None, description="substring of the transcript or of a log record"),
     group_id: str | None = None,
     sort: SortKey = "step",

@@ -6,9 +6,9 @@ from outside this server (scripts, styles and plots ship in `static/`).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
@@ -39,5 +39,6 @@ def create_app(run_dirs: list[Path], token: str | None = None) -> FastAPI:
     app.include_router(api.router)
     app.include_router(explain.router)
     app.include_router(pages.router)
-    app.add_exception_handler(StarletteHTTPException, pages.error_page)
+    # Starlette types handlers for Exception, not the class they are registered for
+    app.add_exception_handler(StarletteHTTPException, pages.error_page)  # type: ignore[arg-type]
     return app

@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
-from looprl.store.paths import db_path
+from looprl.paths import db_path
 from looprl.store.reader import RunStoreReader
 from looprl.store.records import RunInfo
 
@@ -30,7 +30,7 @@ class RunRef:
 
     id: str
     run_id: str
-    source: "RunSource"
+    source: RunSource
 
 
 class RunSource:

@@ -20,7 +20,8 @@ TOKEN_ENV = "LOOPRL_INSPECTOR_TOKEN"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories (each holds looprl.db)")
+    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
+                        help="run directories (each holds looprl.db)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need --token)")
     parser.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765)")
     parser.add_argument("--token", default=os.environ.get(TOKEN_ENV),
@@ -43,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     sock = listen(args.host, args.port)
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{args.port}/"
-    print(f"looprl inspector on {url}" + (f"?token={args.token}" if args.token else "") + "  (Ctrl+C to stop)", flush=True)
+    print(f"looprl inspector on {url}" + (f"?token={args.token}" if args.token else "") + "  (Ctrl+C to stop)",
+          flush=True)
     with sock:
         uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
     return 0

@@ -19,12 +19,20 @@ from looprl.inspector import queries
 from looprl.inspector.api import run_ref
 from looprl.inspector.catalog import RunRef
 from looprl.inspector.explain_models import (
-    BaselineMember, CallTokens, ExampleHistory, GroupBaseline, HistoryPoint, RewardExplanation, RewardHistogram,
-    RewardTerm, Snippet, TokenView)
+    BaselineMember,
+    CallTokens,
+    ExampleHistory,
+    GroupBaseline,
+    HistoryPoint,
+    RewardExplanation,
+    RewardHistogram,
+    RewardTerm,
+    Snippet,
+    TokenView,
+)
 from looprl.inspector.tokens import TokenDecoder
-from looprl.orchestrator.advantages import group_advantages
-from looprl.orchestrator.rewards import mean_std
-from looprl.orchestrator.samples import usable
+from looprl.session.advantages import group_advantages
+from looprl.session.rewards import mean_std
 from looprl.store.records import ModelCall
 
 router = APIRouter(prefix="/api")
@@ -91,7 +99,7 @@ def tokens(rollout_id: str, ref: RunRef = Depends(run_ref), dec: TokenDecoder = 
                          completion_logprobs=c["logprobs"])
         out.append(CallTokens(idx=c["idx"], status=c["status"], finish_reason=c["finish_reason"],
                               token_ids=c["token_ids"] or [], texts=texts[k] if texts else None, logprobs=c["logprobs"],
-                              trainer_logprobs=c["trainer_logprobs"], trained=trained and usable(call)))
+                              trainer_logprobs=c["trainer_logprobs"], trained=trained and call.trainable))
     return TokenView(tokenizer=source, trained=trained, why=why, calls=out,
                      trainer_logprobs_recorded=any(c.trainer_logprobs is not None for c in out))
 
@@ -153,7 +161,8 @@ class HistogramCache:
 
     def get(self, ref: RunRef, split: str, bins: int) -> RewardHistogram:
         with ref.source.connection() as conn:
-            count = conn.execute("SELECT COUNT(*) FROM rollouts WHERE run_id=? AND split=?", (ref.run_id, split)).fetchone()[0]
+            count = conn.execute("SELECT COUNT(*) FROM rollouts WHERE run_id=? AND split=?",
+                                 (ref.run_id, split)).fetchone()[0]
             key = (ref.id, split, bins)
             with self._lock:
                 hit = self._cache.get(key)

@@ -29,7 +29,7 @@ class BaselineMember(BaseModel):
 
 
 class GroupBaseline(BaseModel):
-    """How an `rl` train rollout's advantage follows from its group (orchestrator/advantages.py)."""
+    """How an `rl` train rollout's advantage follows from its group (session/advantages.py)."""
 
     members: list[BaselineMember]
     mean: float | None

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import jinja2
-
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, Response

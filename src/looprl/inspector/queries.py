@@ -37,7 +37,8 @@ def final_replies(conn: sqlite3.Connection, group_id: str, chars: int = 240) -> 
     """The start of each group member's last assistant message (its final reply)."""
     out = {}
     for rollout_id, messages in conn.execute("SELECT rollout_id, messages FROM rollouts WHERE group_id=?", (group_id,)):
-        reply = next((m for m in reversed(json.loads(messages)) if m.get("role") == "assistant" and m.get("content")), None)
+        reply = next((m for m in reversed(json.loads(messages))
+                      if m.get("role") == "assistant" and m.get("content")), None)
         out[rollout_id] = "" if reply is None else content_text(reply["content"])[:chars]
     return out
 
@@ -61,7 +62,8 @@ def snippets(conn: sqlite3.Connection, rollout_ids: list[str], q: str) -> dict[s
     for rollout_id, messages in conn.execute(f"SELECT rollout_id, messages FROM rollouts WHERE rollout_id IN ({marks})",
                                              rollout_ids):
         for i, m in enumerate(json.loads(messages)):
-            texts = [content_text(m.get("content")), *(json.dumps(c.get("function", c)) for c in m.get("tool_calls") or [])]
+            texts = [content_text(m.get("content")),
+                     *(json.dumps(c.get("function", c)) for c in m.get("tool_calls") or [])]
             hit = next(((t, t.lower().find(needle)) for t in texts if needle in t.lower()), None)
             if hit:
                 out[rollout_id] = (f"message #{i + 1} ({m.get('role', '?')})", *hit)
@@ -84,7 +86,8 @@ def example_points(conn: sqlite3.Connection, run_id: str, example_id: str) -> li
                         "ORDER BY step, rowid", (run_id, example_id)).fetchall()
 
 
-def reward_histogram(conn: sqlite3.Connection, run_id: str, split: str, bins: int) -> tuple[float, float, dict[int, list[int]]]:
+def reward_histogram(conn: sqlite3.Connection, run_id: str, split: str,
+                     bins: int) -> tuple[float, float, dict[int, list[int]]]:
     """`(lo, hi, {step: counts})` of the split's scored rewards over `bins` equal bins."""
     lo, hi = conn.execute("SELECT MIN(reward), MAX(reward) FROM rollouts WHERE run_id=? AND split=?",
                           (run_id, split)).fetchone()

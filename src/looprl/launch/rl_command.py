@@ -1,12 +1,21 @@
 """`looprl rl @ CONFIG.toml [--key.sub VALUE ...] [--dry-run] [--resume]`: a whole training run.
 
 Validates the config, writes the resolved `config.toml` into `output_dir` (`--dry-run` stops there),
-starts the inference engine, then the orchestrator and the trainer as child processes, each with its
-output in `logs/<process>.log`, and supervises them: when one fails the others are stopped, the
-command exits 1 and prints the tail of the failing log; Ctrl-C stops them all.
+checks the output directory, the env import and the train split's first rows (each mistake one line
+and exit 2, before anything slow), starts the inference engine, then the orchestrator and the
+trainer as child processes, each with its output in `logs/<process>.log`, and supervises them: when
+one fails the others are stopped, the command exits 1 and prints the tail of the failing log; Ctrl-C
+stops them all. Meanwhile it prints the engine coming up, a line per step, the orchestrator's
+warnings and a closing summary (`launch.progress`, which only reads the run store and the
+orchestrator's log).
 
 `--resume` continues a run from its latest checkpoint k: files of later steps (hand-off files and
-broadcasts) are removed, the orchestrator deletes store rows after step k, both processes go on at k+1.
+broadcasts) are removed, the orchestrator deletes store rows after step k, both processes go on at k+1
+(k = 0, a fresh start in the same run, when the run died before its first checkpoint).
+
+GPUs and ranks come from the config (`launch.placement`); with a `[slurm]` table the run is one
+SLURM job instead (`launch.slurm`): `--dry-run` writes `{output_dir}/rl.sbatch`, otherwise it is
+submitted with `sbatch`.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,7 +39,8 @@ FLAGS = ("--dry-run", "--resume")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="write the resolved config.toml and exit")
-    parser.add_argument("--resume", action="store_true", help="continue the run in output_dir from its latest checkpoint")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in output_dir from its latest checkpoint")
     parser.add_argument("config", nargs=argparse.REMAINDER, metavar="@ CONFIG.toml [--key.sub VALUE ...]",
                         help="config files (deep-merged left to right), then dotted overrides")
 
@@ -40,36 +51,39 @@ def run(args: argparse.Namespace) -> int:
     from looprl.config import RLConfig, load_config
     from looprl.errors import UserError
     from looprl.paths import config_path, db_path
+    from looprl.session.preflight import check_env
 
     argv = [a for a in args.config if a not in FLAGS]
     dry_run = args.dry_run or "--dry-run" in args.config
     resume = args.resume or "--resume" in args.config
     cfg = load_config(RLConfig, argv)
     run_dir = cfg.output_dir
+    if cfg.slurm is not None:
+        return submit_to_slurm(cfg, resumable_step(run_dir) if resume else 0, dry_run)
     if dry_run:
         run_dir.mkdir(parents=True, exist_ok=True)
         config_path(run_dir).write_text(tomli_w.dumps(cfg.to_toml_dict()))
         print(f"wrote {config_path(run_dir)}")
         return 0
     resume_step = 0
+    if resume and not db_path(run_dir).exists():
+        raise UserError(f"{run_dir} holds no run to resume (no {db_path(run_dir).name})")
     if resume:
         resume_step = resumable_step(run_dir)
     elif db_path(run_dir).exists():
         raise UserError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another output_dir")
+    check_env(cfg.env.source, cfg.env.args, cfg.env.train_split, cfg.env.base_dir, max_examples=8)  # before the engine
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path(run_dir).write_text(tomli_w.dumps(cfg.to_toml_dict()))
     return launch(cfg, run_dir, resume_step)
 
 
 def resumable_step(run_dir: Path) -> int:
-    """The latest checkpoint step, with every file of later steps removed."""
-    from looprl.errors import UserError
+    """The latest checkpoint step (0 if none yet), with every file of later steps removed."""
     from looprl.handoff import latest_checkpoint, step_dirs
     from looprl.paths import broadcasts_dir, steps_dir
 
-    step = latest_checkpoint(run_dir)
-    if step is None:
-        raise UserError(f"{run_dir} has no checkpoint to resume from")
+    step = latest_checkpoint(run_dir) or 0
     for root in (steps_dir(run_dir), broadcasts_dir(run_dir)):
         for n, stale in step_dirs(root).items():
             if n > step:
@@ -78,36 +92,80 @@ def resumable_step(run_dir: Path) -> int:
 
 
 def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
-    from looprl.inference.process import EngineProcess
+    import torch
+
+    from looprl.inference.backends import engine_process
+    from looprl.launch.placement import place, trainer_command
+    from looprl.launch.progress import RunProgress, duration
     from looprl.launch.supervisor import Child, python_module, stop_all, tail, watch
     from looprl.paths import log_path
 
     signal.signal(signal.SIGTERM, _exit_on_signal)  # `kill` cleans up like Ctrl-C does
     share_cpu_threads()
+    placement = place(cfg, torch.cuda.device_count())
+    os.environ.update(placement.engine_env)  # the engine (and the orchestrator, which needs no GPU)
     resume = ["--resume-step", str(resume_step)]
-    print(f"looprl rl: run directory {run_dir} (logs in {log_path(run_dir, '*')})" +
-          (f", resuming after step {resume_step}" if resume_step else ""), flush=True)
-    engine = EngineProcess(cfg.model.name, log_path=log_path(run_dir, "inference"),
-                           extra_args=["--max-batch-size", str(cfg.inference.max_batch_size),
-                                       "--log-level", cfg.log.level, *(["--json-logging"] if cfg.log.json_logging else [])])
+    progress = RunProgress(run_dir, cfg.max_steps, first_step=resume_step + 1)
+    progress.say(f"looprl rl: run directory {run_dir} (logs in {log_path(run_dir, '*')})" +
+                 (f", resuming after step {resume_step}" if resume_step else ""))
+    engine = engine_process(cfg.inference, cfg.model.name, log_path(run_dir, "inference"),
+                            lora_rank=cfg.trainer.lora.rank if cfg.trainer.lora else None,
+                            log_args=["--log-level", cfg.log.level,
+                                      *(["--json-logging"] if cfg.log.json_logging else [])])
     children: list[Child] = []
+    completed = False
+    progress.say(f"looprl rl: starting the inference engine ({cfg.model.name}) ...")
+    engine_start = time.monotonic()
     with engine:
+        progress.say(f"looprl rl: engine ready in {duration(time.monotonic() - engine_start)}; "
+                     f"starting the orchestrator and the trainer")
+        progress.follow()
         try:
             orchestrator = Child("orchestrator", log_path(run_dir, "orchestrator")).start(python_module(
-                "looprl.orchestrator", str(run_dir), "--engine-url", engine.url, "--model-name", engine.model_name, *resume))
+                "looprl.orchestrator", str(run_dir), "--engine-url", engine.url, "--model-name", engine.model_name,
+                *resume))
             children.append(orchestrator)
             trainer = Child("trainer", log_path(run_dir, "trainer")).start(
-                python_module("looprl.trainer", str(run_dir), *resume))
+                trainer_command(sys.executable, run_dir, placement.trainer_ranks, resume), placement.trainer_env)
             children.append(trainer)
-            failed = watch([EngineChild(engine), *children], until_done=children)
+            failed = watch([EngineChild(engine), *children], until_done=children, tick=progress.poll)
+            completed = failed is None
             status = failed.process.poll() if failed is not None and failed.process else None
         finally:
             stop_all(children)
+            progress.close(completed)
     if failed is not None:
         print(f"looprl rl: {failed.name} exited with status {status}; last lines of {failed.log_path}:\n"
               f"{tail(failed.log_path)}", file=sys.stderr)
         return 1
-    print(f"looprl rl: done. Look at the run with:\n  looprl metrics {run_dir}\n  looprl inspect {run_dir}")
+    progress.say(f"Look at the run with:\n  looprl metrics {run_dir}\n  looprl inspect {run_dir}")
+    return 0
+
+
+def submit_to_slurm(cfg: RLConfig, resume_step: int, dry_run: bool) -> int:
+    """Write `config.toml` and `rl.sbatch` into `output_dir`; submit it unless `dry_run`."""
+    import tomli_w
+
+    from looprl.launch.slurm import (
+        render_sbatch,
+        slurm_commands,
+        submit_sbatch,
+        write_sbatch,
+    )
+    from looprl.paths import config_path, logs_dir
+
+    assert cfg.slurm is not None
+    run_dir = cfg.output_dir.resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_path(run_dir).write_text(tomli_w.dumps(cfg.to_toml_dict()))
+    commands = slurm_commands(sys.executable, run_dir, cfg.model.name, cfg.slurm.inference_port, resume_step)
+    path = write_sbatch(render_sbatch(cfg.slurm, run_dir, **commands), run_dir)
+    if dry_run:
+        print(f"wrote {path}")
+        return 0
+    job = submit_sbatch(path)
+    print(f"looprl rl: submitted SLURM job {job} ({path}); logs in {logs_dir(run_dir)}: trainer/node_N.log, "
+          f"inference/node_N.log, orchestrator.log, trainer/torchrun/ (every rank)")
     return 0
 
 

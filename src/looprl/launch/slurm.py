@@ -1,4 +1,4 @@
-"""SLURM: the `[slurm]` table and the sbatch script of a multi-node `looprl rl` run.
+"""SLURM: the sbatch script of a multi-node `looprl rl` run (the `[slurm]` table is `config.SlurmConfig`).
 
     script = render_sbatch(cfg.slurm, output_dir, orchestrator=[...], trainer=["-m", "looprl.trainer", ...],
                            inference=["looprl", "inference", ...])
@@ -28,49 +28,29 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from looprl.config.deployment import SlurmConfig
 from looprl.errors import UserError
 from looprl.paths import log_path, logs_dir, torchrun_log_dir
 
 SBATCH_NAME = "rl.sbatch"
 
 
-class SlurmConfig(BaseModel):
-    """The `[slurm]` table: with it, `looprl rl` submits the run as one SLURM job."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    job_name: str = "looprl"
-    """The job's name in `squeue`."""
-    train_nodes: int = Field(1, ge=1)
-    """Nodes running the trainer (torchrun, one agent per node)."""
-    inference_nodes: int = Field(1, ge=1)
-    """Nodes running an inference engine each."""
-    gpus_per_node: int = Field(8, ge=0)
-    """GPUs requested per node; also torchrun's `--nproc-per-node` (at least 1 process)."""
-    partition: str | None = None
-    """`--partition`."""
-    account: str | None = None
-    """`--account`."""
-    qos: str | None = None
-    """`--qos`."""
-    time: str = "24:00:00"
-    """`--time`, the job's wall-clock limit."""
-    cpus_per_task: int | None = Field(None, ge=1)
-    """`--cpus-per-task` (one task per node)."""
-    mem: str | None = None
-    """`--mem` per node, e.g. "0" for all of it."""
-    exclusive: bool = True
-    """`--exclusive`: the nodes are not shared with other jobs."""
-    rdzv_port: int = Field(29500, ge=1, le=65535)
-    """The trainer's rendezvous port on the first node."""
-    inference_port: int = Field(8000, ge=1, le=65535)
-    """The port the inference engine serves on, on each inference node."""
-    setup: list[str] = Field(default_factory=list)
-    """Shell lines run first on every node (module loads, `source .venv/bin/activate`, exports)."""
-    sbatch_args: list[str] = Field(default_factory=list)
-    """Extra `#SBATCH` options, e.g. `["--constraint=h100", "--mail-type=END"]`."""
+def slurm_commands(python: str, run_dir: Path, model: str, port: int, resume_step: int) -> dict[str, list[str]]:
+    """The `looprl rl` processes as `render_sbatch` takes them: the orchestrator waits for the first
+    inference node's `/health`, then talks to it."""
+    resume = ["--resume-step", str(resume_step)]
+    orchestrator = (
+        'root="${LOOPRL_INFERENCE_URLS%%/v1*}"; '
+        f'until {shlex.quote(python)} -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1])" '
+        '"$root/health" 2>/dev/null; do sleep 2; done; '
+        f'exec {shlex.quote(python)} -m looprl.orchestrator {shlex.quote(str(run_dir))} --engine-url "$root" '
+        f'--model-name {shlex.quote(model)} {shlex.join(resume)}')
+    return {
+        "orchestrator": ["bash", "-c", orchestrator],
+        "trainer": ["-m", "looprl.trainer", str(run_dir), *resume],
+        "inference": [python, "-m", "looprl.cli", "inference", "--model", model, "--host", "0.0.0.0",
+                      "--port", str(port)],
+    }
 
 
 def _sbatch_lines(cfg: SlurmConfig, output_dir: Path) -> list[str]:
@@ -135,7 +115,8 @@ def render_sbatch(cfg: SlurmConfig, output_dir: Path, *, orchestrator: Sequence[
         "  mapfile -t hosts < <(scontrol show hostnames \"$SLURM_JOB_NODELIST\")",
         f"  export MASTER_ADDR=\"${{hosts[0]}}\" MASTER_PORT={cfg.rdzv_port}",
         "  urls=()",
-        f"  for host in \"${{hosts[@]:$TRAIN_NODES:$INFERENCE_NODES}}\"; do urls+=(\"http://$host:{cfg.inference_port}/v1\"); done",
+        f"  for host in \"${{hosts[@]:$TRAIN_NODES:$INFERENCE_NODES}}\"; do "
+        f"urls+=(\"http://$host:{cfg.inference_port}/v1\"); done",
         "  export LOOPRL_INFERENCE_URLS=$(IFS=,; echo \"${urls[*]}\")",
         "  mkdir -p \"$LOGS/trainer\" \"$LOGS/inference\"",
         f"  ln -sfn trainer/node_0.log {q(str(log_path(out, 'trainer')))}",

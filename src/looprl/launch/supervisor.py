@@ -1,8 +1,9 @@
 """Child processes of `looprl rl`: started with their output in `logs/<name>.log`, watched together.
 
 `watch` returns when every child has exited cleanly, or as soon as one fails, and reports which one
-failed, so the launcher can stop the others (`stop_all`: SIGTERM, then SIGKILL) and print the tail
-of its log. Children also get SIGTERM when the launcher itself dies (Linux `PR_SET_PDEATHSIG`).
+failed (calling `tick`, e.g. the progress display, every poll meanwhile), so the launcher can stop the
+others (`stop_all`: SIGTERM, then SIGKILL) and print the tail of its log. Children also get SIGTERM
+when the launcher itself dies (Linux `PR_SET_PDEATHSIG`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
@@ -27,12 +28,14 @@ class Child:
     process: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = field(default=None, repr=False)
 
-    def start(self, argv: Sequence[str]) -> Child:
+    def start(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Child:
+        """Start `argv` with this environment plus `env` (e.g. its `CUDA_VISIBLE_DEVICES`)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 (the child writes to it until stop() closes it)
         # Progress bars (tqdm, as transformers draws them) are noise in a log file and would break
         # the one-JSON-object-per-line promise of `log.json_logging`.
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+               **(env or {})}
         self.process = subprocess.Popen(list(argv), stdout=self._log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, env=env, preexec_fn=_die_with_parent)
         return self
@@ -72,10 +75,12 @@ def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
 
-def watch(children: Sequence[Watched], until_done: Sequence[Watched]) -> Watched | None:
+def watch(children: Sequence[Watched], until_done: Sequence[Watched],
+          tick: Callable[[], None] = lambda: None) -> Watched | None:
     """Wait until every child in `until_done` exits with status 0 (returns None), or any child fails
     or exits early (returns it). The caller stops the others."""
     while True:
+        tick()
         for child in children:
             assert child.process is not None
             status = child.process.poll()

@@ -14,12 +14,15 @@ For each step N (from 1):
    minus the group's mean; failed rollouts stay out of the loss unless `include_failed`; groups
    with no non-zero advantage are skipped and counted.
 5. Samples from the recorded calls, packed by token budget into `steps/step_N/batch.json`.
-6. Store: the rollouts at once, each with the components it was zero-filled on; the step's metrics
-   when the trainer's report for step N arrives.
+6. Store: the rollouts at once (before the batch is handed over), each with the components it was
+   zero-filled on; the step's metrics when the trainer's report for step N arrives (kept in
+   `steps/step_N/orchestrator.json` meanwhile, so a crash cannot lose them: `--resume` stores what
+   it finds missing).
 
-Env code runs in env server worker processes (`EnvServerHost`, logs under `logs/envs/`), never on
-this process's event loop. A checkpoint saves the example order's position after the last example
-started, so groups still in flight when a run stops are not replayed on `--resume`.
+Env servers, gateway, store writer and reward totals are the run's `RolloutSession`
+(`looprl.session`); env code runs in env server worker processes, never on this process's event loop.
+A checkpoint saves the example order's position after the last example started, so groups still in
+flight when a run stops are not replayed on `--resume`.
 """
 
 from __future__ import annotations
@@ -31,57 +34,50 @@ from pathlib import Path
 from typing import Any
 
 from looprl.config import RLConfig
-from looprl.envserver.loading import default_base_dir, env_name
-from looprl.envs.types import DatasetSplit, Example, RolloutResult
-from looprl.envserver.host import EnvServerHost
 from looprl.gateway.app import Gateway
 from looprl.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
-from looprl.orchestrator.advantages import batch_advantages, rollout_reward
+from looprl.handoff.files import write_atomic
 from looprl.orchestrator.example_order import ExampleOrder
-from looprl.orchestrator.groups import rollout_group
 from looprl.orchestrator.inflight import GroupPool
 from looprl.orchestrator.packing import pack
-from looprl.orchestrator.rewards import mark_zero_filled
 from looprl.orchestrator.step_metrics import first_request, lag_metrics, rollout_metrics, summary_line
 from looprl.orchestrator.training_samples import build_samples
 from looprl.orchestrator.weights import WeightSync
-from looprl.paths import batch_path, progress_path, trainer_report_path
-from looprl.store.records import ModelCall, RolloutRecord, RunInfo
-from looprl.store.writer import RunStoreWriter
+from looprl.paths import batch_path, progress_path, rollout_metrics_path, trainer_report_path
+from looprl.session import Group, RolloutSession
+from looprl.session.advantages import batch_advantages
+from looprl.session.rewards import UnusedWeights, mark_zero_filled
+from looprl.store.reader import RunStoreReader
 from looprl.utils.logger import get_logger
-
-Group = list[tuple[RolloutResult, list[ModelCall]]]
 
 
 class Orchestrator:
     def __init__(self, cfg: RLConfig, run_dir: Path, engine_url: str, model_name: str) -> None:
-        self.cfg, self.run_dir, self.model_name = cfg, Path(run_dir), model_name
-        self.env_name = env_name(cfg.env.source)
-        self.run_id = self.run_dir.resolve().name
-        self.weights = WeightSync(engine_url, self.run_dir)
+        self.cfg, self.run_dir = cfg, Path(run_dir)
         sampling = cfg.orchestrator.sampling
         if sampling.seed is None:
             sampling = sampling.model_copy(update={"seed": cfg.seed})
-        self.gateway = Gateway(f"{engine_url}/v1", model_name, sampling, cfg.orchestrator.context_budget)
-        self.host = EnvServerHost(cfg.env.source, self.run_dir, env_args=cfg.env.args,
-                                  splits=(cfg.env.train_split, cfg.env.eval_split), workers=cfg.env.workers,
-                                  env_level=cfg.log.level, json_logging=cfg.log.json_logging)
-        self.writer = RunStoreWriter(self.run_dir)
-        self.url_template = ""
+        gateway = Gateway(f"{engine_url}/v1", model_name, sampling, cfg.orchestrator.context_budget)
+        self.weights = WeightSync(engine_url, self.run_dir, last_version=cfg.max_steps, on_model=gateway.serve_model)
+        self.session = RolloutSession(
+            self.run_dir, kind="rl", env=cfg.env.source, gateway=gateway, config=cfg.model_dump(mode="json"),
+            splits=(cfg.env.train_split, cfg.env.eval_split), model=cfg.model.name, env_args=cfg.env.args,
+            base_dir=cfg.env.base_dir, workers=cfg.env.workers, timeout_s=cfg.orchestrator.timeout_s,
+            reward_weights=cfg.orchestrator.reward_weights, env_level=cfg.log.level,
+            json_logging=cfg.log.json_logging)
+        self.session.summary = {"steps": cfg.max_steps}
         self.pending: dict[int, dict[str, Any]] = {}
+        self.unused_weights = UnusedWeights(cfg.orchestrator.reward_weights)
 
     async def run(self, resume_step: int) -> None:
-        cfg, log = self.cfg, get_logger()
-        await self.host.start()
-        self.writer.start_run(RunInfo(run_id=self.run_id, kind="rl", env=cfg.env.source, env_name=self.env_name,
-                                      model=cfg.model.name, config=cfg.model_dump(mode="json"), created_at=time.time()))
-        status = "failed"
+        cfg, session = self.cfg, self.session
         try:
-            order = await self._example_order(resume_step)
-            pool: GroupPool[Group] = GroupPool(
-                lambda: self.roll_out(order.next(), "train", cfg.orchestrator.group_size),
-                lambda: self.weights.version, cfg.orchestrator.groups_per_step, cfg.orchestrator.max_off_policy_steps)
-            async with self.gateway.serve() as self.url_template:
+            async with session:
+                order = await self._example_order(resume_step)
+                pool: GroupPool[Group] = GroupPool(
+                    lambda: session.roll_out(order.next(), "train", cfg.orchestrator.group_size),
+                    lambda: self.weights.version, cfg.orchestrator.groups_per_step,
+                    cfg.orchestrator.max_off_policy_steps)
                 try:
                     for step in range(resume_step + 1, cfg.max_steps + 1):
                         await self.step(step, order, pool)
@@ -89,25 +85,22 @@ class Orchestrator:
                 finally:
                     await pool.cancel()
                 await self.finish()
-            status = "completed"
         finally:
-            self.writer.finish_run(self.run_id, status, {"steps": cfg.max_steps})
-            self.writer.close()
-            await self.host.aclose()
-            log.info("orchestrator {}", status)
+            get_logger().info("orchestrator {}", session.status)
 
     async def _example_order(self, resume_step: int) -> ExampleOrder:
-        cfg = self.cfg
-        base_dir = cfg.env.base_dir or default_base_dir(cfg.env.source)
-        dataset = await self.host.create_dataset(cfg.env.train_split, base_dir, cfg.env.max_train_examples)
+        cfg, session = self.cfg, self.session
+        dataset = await session.dataset(cfg.env.train_split, cfg.env.max_train_examples)
         state = None
+        assert session.writer is not None
+        session.writer.delete_steps_after(session.run_id, resume_step)  # a resume (k = 0: before any checkpoint)
         if resume_step:
-            self.writer.delete_steps_after(self.run_id, resume_step)
+            self.recover_steps(resume_step)
             state = json.loads(progress_path(self.run_dir, resume_step).read_text()).get("sampler")
             await self.weights.wait_for(resume_step)  # the trainer broadcasts its restored weights
             get_logger().info("resumed after step {}: engine on weights version {}, example order at {}", resume_step,
                               self.weights.version, state)
-        return ExampleOrder(list(dataset), cfg.seed, state)
+        return ExampleOrder(dataset, cfg.seed, state)
 
     async def step(self, step: int, order: ExampleOrder, pool: GroupPool[Group]) -> None:
         cfg, ocfg = self.cfg, self.cfg.orchestrator
@@ -129,54 +122,48 @@ class Orchestrator:
 
         # 2. rewards and advantages per group; zero-advantage groups carry no signal
         results = [[r for r, _ in group] for group in groups]
+        self.unused_weights.check(step, [r for group in results for r in group])
         advantages = batch_advantages(results, ocfg.reward_weights, ocfg.include_failed, ocfg.normalize_std)
 
         # 3. training samples from the recorded calls, packed into micro-batches for the trainer
-        samples, records = [], []
+        samples, records, breaks = [], [], 0
         for group, adv in zip(groups, advantages):
             for (result, calls), reward, advantage in zip(group, adv.rewards, adv.advantages):
                 if advantage is not None and not adv.skipped:
-                    samples += build_samples(result.rollout_id, calls, advantage)
-                records.append(self.record(result, calls, step, reward, None if adv.skipped else advantage))
+                    built = build_samples(result.rollout_id, calls, advantage)
+                    samples += built
+                    breaks += max(0, len(built) - 1)
+                records.append(self.session.record(result, calls, step, reward, None if adv.skipped else advantage))
         mark_zero_filled(records)  # the batch; dropped groups are in none
         micro_batches = pack(samples, ocfg.token_budget)
-        write_model(batch_path(self.run_dir, step),
-                    TrainBatch(step=step, micro_batches=micro_batches, progress={"sampler": order.state()}))
-        dropped = [self.record(r, calls, step, rollout_reward(r, ocfg.reward_weights), None)
+        dropped = [self.session.record(r, calls, step, self.session.score(r))
                    for g in landed.stale for r, calls in g.group]
-        await asyncio.to_thread(self.writer.write_rollouts, records + dropped)
+        await self.session.write(records + dropped)
 
         metrics.update(rollout_metrics(records, ocfg.reward_weights))
         metrics["groups_skipped"] = float(sum(a.skipped for a in advantages))
         metrics["samples"], metrics["micro_batches"] = float(len(samples)), float(len(micro_batches))
+        metrics["sample_breaks"] = float(breaks)
         metrics["step_time_s"] = time.perf_counter() - started
         self.pending[step] = metrics
-
-    async def roll_out(self, example: Example, split: DatasetSplit, size: int) -> Group:
-        return await rollout_group(self.host, self.gateway, self.url_template, example, split, size,
-                                   self.model_name, self.cfg.orchestrator.timeout_s)
-
-    def record(self, result: RolloutResult, calls: list[ModelCall], step: int, reward: float | None,
-               advantage: float | None) -> RolloutRecord:
-        return RolloutRecord.from_result(result, run_id=self.run_id, env_name=self.env_name, step=step,
-                                         reward=reward, advantage=advantage, model_calls=calls)
+        # Rollouts and metrics are on disk before the trainer can start the step, so a checkpoint of
+        # step N implies both (a crash after it loses nothing: `recover_steps`).
+        write_atomic(rollout_metrics_path(self.run_dir, step), json.dumps(metrics))
+        write_model(batch_path(self.run_dir, step),
+                    TrainBatch(step=step, micro_batches=micro_batches, progress={"sampler": order.state()}))
 
     async def evaluate(self, step: int) -> dict[str, float]:
         """Rollouts on the first `eval.num_examples` eval examples with the engine's current weights."""
-        cfg, ecfg = self.cfg, self.cfg.orchestrator.eval
+        cfg, ecfg, session = self.cfg, self.cfg.orchestrator.eval, self.session
         if not ecfg.num_examples:
             return {}
         await self.weights.sync()
-        base_dir = cfg.env.base_dir or default_base_dir(cfg.env.source)
-        dataset = await self.host.create_dataset(cfg.env.eval_split, base_dir, ecfg.num_examples)
-        examples = list(dataset)[: ecfg.num_examples]
-        groups = await asyncio.gather(*(self.roll_out(e, "eval", ecfg.rollouts_per_example) for e in examples))
-        weights = cfg.orchestrator.reward_weights
-        records = [self.record(r, calls, step, rollout_reward(r, weights), None)
-                   for group in groups for r, calls in group]
+        examples = await session.dataset(cfg.env.eval_split, ecfg.num_examples)
+        groups = await asyncio.gather(*(session.roll_out(e, "eval", ecfg.rollouts_per_example) for e in examples))
+        records = [session.record(r, calls, step, session.score(r)) for group in groups for r, calls in group]
         mark_zero_filled(records)
-        await asyncio.to_thread(self.writer.write_rollouts, records)
-        stats = rollout_metrics(records, weights)
+        await session.write(records)
+        stats = rollout_metrics(records, session.reward_weights)
         keep = [k for k in stats if k.startswith("reward") or k == "pass_rate" or k == "completion_len"]
         return {f"eval/{k}": stats[k] for k in keep} | {"eval/policy_version": float(self.weights.version)}
 
@@ -188,9 +175,25 @@ class Orchestrator:
                 return
             self.store_step(step, report)
 
+    def recover_steps(self, resume_step: int) -> None:
+        """Store the steps up to `resume_step` whose metrics a crash kept from the store (their
+        rollouts are stored: they are written before the step's batch)."""
+        reader = RunStoreReader(self.run_dir)
+        try:
+            stored = {row["step"] for row in reader.steps(self.session.run_id)}
+        finally:
+            reader.close()
+        for step in range(1, resume_step + 1):
+            report = read_model(trainer_report_path(self.run_dir, step), TrainerReport)
+            path = rollout_metrics_path(self.run_dir, step)
+            if step not in stored and report is not None and path.is_file():
+                self.pending[step] = json.loads(path.read_text())
+                self.store_step(step, report)
+
     def store_step(self, step: int, report: TrainerReport) -> None:
         metrics = self.pending.pop(step) | {f"train/{k}": v for k, v in report.metrics.items()}
-        self.writer.write_step(self.run_id, step, metrics)
+        assert self.session.writer is not None
+        self.session.writer.write_step(self.session.run_id, step, metrics)
         get_logger().info(summary_line(step, metrics))
 
     async def finish(self) -> None:

@@ -71,7 +71,7 @@ def split_to_budget(prefix: int, group: list[TrainingSample], token_budget: int)
     trees: list[Group] = []
     current: list[TrainingSample] = []
     for s in group:
-        if current and tree_length(prefix, current + [s]) > token_budget:
+        if current and tree_length(prefix, [*current, s]) > token_budget:
             trees.append((prefix, current))
             current = []
         current.append(s)
@@ -98,7 +98,7 @@ def micro_batch(trees: Sequence[Group]) -> MicroBatch:
             batch.token_ids += s.token_ids[prefix:]
             batch.position_ids += list(range(prefix, n))
             # a lone sample's first token is predicted by nothing; a branch's first by the prompt's last
-            batch.loss_mask += s.loss_mask[prefix:] if prefix else [False] + s.loss_mask[1:]
+            batch.loss_mask += s.loss_mask[prefix:] if prefix else [False, *s.loss_mask[1:]]
             batch.inference_logprobs += s.inference_logprobs[prefix:]
             batch.advantages += [s.advantage] * (n - prefix)
     return batch

@@ -14,6 +14,9 @@ Metric names (the JSON object stored per step, `looprl metrics` prints them):
   stable to the engine having loaded it; `first_request_after_load_s`: from that load to the step's
   first model request (negative: the step's first groups started on older weights).
 - `prompt_tokens`, `completion_tokens`, `completion_len` (mean per rollout), `samples`, `micro_batches`.
+- `sample_breaks`: samples beyond a rollout's first, i.e. multi-turn calls whose prompt tokens did not
+  extend the previous call's prompt + completion (the chat template re-rendered earlier turns
+  differently, or the env rewrote the history): token drift, trained as separate samples.
 - `gen_span_s` (first rollout start to last rollout end; groups may have started during the
   previous step), `gen_tokens_per_s` (completion tokens / `gen_span_s`), `gen_time_s` (how long the
   step waited for its groups: 0 when they all finished during the previous step), `wait_time_s`
@@ -30,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from looprl.envs.types import RolloutResult
-from looprl.orchestrator.rewards import reward_stats, total_reward
+from looprl.session.rewards import reward_stats, total_reward
 from looprl.store.records import ModelCall, RolloutRecord
 
 
@@ -80,10 +83,13 @@ def summary_line(step: int, m: Mapping[str, Any]) -> str:
     """`step 3 | reward 0.412 (correct 0.21 brief 0.20) pass 0.53 | ...` for the orchestrator log."""
     components = " ".join(f"{k.removeprefix('reward/')} {v:.2f}" for k, v in m.items()
                           if k.startswith("reward/") and not k.endswith("_std"))
-    reasons = ",".join(f"{k.removeprefix('termination/')}={int(v)}" for k, v in m.items() if k.startswith("termination/"))
+    reasons = ",".join(f"{k.removeprefix('termination/')}={int(v)}" for k, v in m.items()
+                       if k.startswith("termination/"))
     line = (f"step {step} | reward {m.get('reward', float('nan')):.3f} ({components}) pass {m.get('pass_rate', 0):.2f}"
-            f" | {reasons} skipped {int(m.get('groups_skipped', 0))} dropped {int(m.get('groups_dropped', 0))} | len {m.get('completion_len', 0):.1f}"
-            f" | gen {m.get('gen_tokens_per_s', 0):.0f} tok/s {m.get('gen_time_s', 0):.1f}s wait {m.get('wait_time_s', 0):.1f}s")
+            f" | {reasons} skipped {int(m.get('groups_skipped', 0))} dropped {int(m.get('groups_dropped', 0))}"
+            f" | len {m.get('completion_len', 0):.1f}"
+            f" | gen {m.get('gen_tokens_per_s', 0):.0f} tok/s {m.get('gen_time_s', 0):.1f}s"
+            f" wait {m.get('wait_time_s', 0):.1f}s")
     if "train/loss" in m:
         line += (f" | loss {m['train/loss']:.4f} entropy {m['train/entropy']:.3f} kl {m['train/mismatch_kl']:.2e}"
                  f" grad {m['train/grad_norm']:.3f} lr {m['train/lr']:.1e}"

@@ -8,7 +8,7 @@ does not extend the sequence (the env rewrote the history, or the template re-re
 turns differently) starts a new sample. Each sample carries the rollout's advantage.
 
 Calls without token ids or logprobs (a failed call, an upstream without vLLM's token extensions)
-cannot be trained on and are left out; the next usable call then starts a new sample.
+cannot be trained on and are left out; the next trainable call then starts a new sample.
 """
 
 from __future__ import annotations
@@ -40,19 +40,12 @@ class TrainingSample(BaseModel):
         return sum(self.loss_mask)
 
 
-def usable(call: ModelCall) -> bool:
-    """The call returned token ids and one logprob per completion token."""
-    return (call.status == 200 and call.prompt_token_ids is not None and call.completion_token_ids is not None
-            and call.completion_logprobs is not None
-            and len(call.completion_logprobs) == len(call.completion_token_ids))
-
-
 def build_samples(rollout_id: str, calls: Sequence[ModelCall], advantage: float) -> list[TrainingSample]:
     """The rollout's training samples, in call order."""
     samples: list[TrainingSample] = []
     current: TrainingSample | None = None
     for call in sorted(calls, key=lambda c: c.idx):
-        if not usable(call):
+        if not call.trainable:
             current = None
             continue
         prompt, completion = call.prompt_token_ids or [], call.completion_token_ids or []

@@ -1,10 +1,21 @@
-"""Keeping the inference engine on the trainer's latest weights.
+"""Keeping the inference engine on the trainer's latest weights, and the disk free of loaded broadcasts.
 
 The trainer writes `broadcasts/step_N/` and then its `STABLE` marker (`looprl.handoff`); `sync()`
 finds the newest stable broadcast beyond the engine's version and asks the engine to load it
 (`POST /update_weights`, which swaps weights between decoding steps, so no completion mixes two
-versions). `wait_for(v)`
-blocks until the engine runs version `v` or newer: that is how the orchestrator bounds off-policy lag.
+versions). `wait_for(v)` blocks until the engine runs version `v` or newer: that is how the
+orchestrator bounds off-policy lag.
+
+Each broadcast is a full copy of the weights. Once the engine has answered that it runs step N, every
+older broadcast is removed (the engine holds N in memory, nothing reads the older ones), and with N the
+run's last step, N's own directory too. Loads are serialised, so the directory being loaded is never
+removed. A resumed trainer restores from `checkpoints/`, not from broadcasts, and broadcasts its
+restored weights again when that broadcast is gone (`trainer.loop`).
+
+The engine answers with the name requests for the new weights must use (`model`): the served name,
+or with vLLM and LoRA the adapter loaded for this step (`{name}-step-N`); `on_model` hears it, so
+the rollouts of step N name the adapter they used.
+
 `published_at` and `loaded_at` keep, per version, when its broadcast became stable and when the
 engine had loaded it (epoch seconds): the step metrics time the weight handoff with them.
 """
@@ -12,19 +23,25 @@ engine had loaded it (epoch seconds): the step metrics time the weight handoff w
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
-from looprl.handoff import STABLE, newest_broadcast
+from looprl.handoff import STABLE, newest_broadcast, step_dirs
 from looprl.handoff.files import POLL_S
-from looprl.paths import broadcast_dir
+from looprl.paths import broadcast_dir, broadcasts_dir
 
 
 class WeightSync:
-    def __init__(self, engine_url: str, run_dir: Path, version: int = 0) -> None:
-        self.engine_url, self.run_dir, self.version = engine_url, Path(run_dir), version
+    def __init__(self, engine_url: str, run_dir: Path, version: int = 0, last_version: int | None = None,
+                 on_model: Callable[[str], None] | None = None) -> None:
+        self.engine_url, self.run_dir, self.version, self.on_model = engine_url, Path(run_dir), version, on_model
+        self.last_version = last_version
+        """The run's last step: once the engine runs it, its broadcast is removed as well."""
+        self._loading = asyncio.Lock()
         self.published_at: dict[int, float] = {}
         self.loaded_at: dict[int, float] = {}
 
@@ -36,16 +53,27 @@ class WeightSync:
             raise RuntimeError(f"the engine refused weights {path}: {response.status_code} {response.text}")
         self.version = version
         self.loaded_at[version] = time.time()
+        model = response.json().get("model")
+        if model and self.on_model is not None:
+            self.on_model(model)
 
     async def sync(self) -> bool:
         """Load the newest stable broadcast if it is newer than the engine's weights; True if loaded."""
-        newest = newest_broadcast(self.run_dir)
-        if newest is None or newest <= self.version:
-            return False
-        path = broadcast_dir(self.run_dir, newest)
-        self.published_at[newest] = (path / STABLE).stat().st_mtime
-        await self.load(path, newest)
-        return True
+        async with self._loading:
+            newest = newest_broadcast(self.run_dir)
+            if newest is None or newest <= self.version:
+                return False
+            path = broadcast_dir(self.run_dir, newest)
+            self.published_at[newest] = (path / STABLE).stat().st_mtime
+            await self.load(path, newest)
+            self.remove_loaded()
+            return True
+
+    def remove_loaded(self) -> None:
+        """Remove the broadcasts older than the engine's weights (and its own after the last step)."""
+        for step, path in step_dirs(broadcasts_dir(self.run_dir)).items():
+            if step < self.version or step == self.version == self.last_version:
+                shutil.rmtree(path, ignore_errors=True)
 
     async def wait_for(self, version: int) -> None:
         while True:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["extract_completion_text", "extract_answer_block", "normalize_number"]
+__all__ = ["extract_answer_block", "extract_completion_text", "normalize_number"]
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from looprl.envs.types import LogRecordData
 from looprl.errors import UserError
-from looprl.store.migrations import check_known, upgrade_file, user_version
 from looprl.paths import db_path
+from looprl.store.migrations import check_known, upgrade_file, user_version
 from looprl.store.records import ModelCall, RolloutRecord, RunInfo
 from looprl.store.schema import ROLLOUT_COLUMNS
 
@@ -112,7 +112,8 @@ class RunStoreReader:
         return [self._rollout(row) for row in rows], total
 
     def _where(self, run_id: str, f: RolloutFilter) -> tuple[str, list[Any]]:
-        clauses, params = ["r.run_id = ?"], [run_id]
+        clauses: list[str] = ["r.run_id = ?"]
+        params: list[str | int | float] = [run_id]
         simple = [("r.split = ?", f.split), ("r.step = ?", f.step), ("r.step >= ?", f.step_min),
                   ("r.step <= ?", f.step_max), ("r.termination_reason = ?", f.termination_reason),
                   ("r.reward >= ?", f.reward_min), ("r.reward <= ?", f.reward_max),
@@ -265,7 +266,8 @@ class RunStoreReader:
 
     def mean_reward(self, run_id: str, split: str, step: int | None = None) -> float | None:
         """Mean aggregated reward of the split's scored rollouts (of one step, when given)."""
-        sql, params = "SELECT AVG(reward) FROM rollouts WHERE run_id=? AND split=?", [run_id, split]
+        sql = "SELECT AVG(reward) FROM rollouts WHERE run_id=? AND split=?"
+        params: list[str | int] = [run_id, split]
         if step is not None:
             sql += " AND step=?"
             params.append(step)

@@ -32,6 +32,14 @@ class ModelCall(BaseModel):
     completion_logprobs: list[float] | None = None
     error: str | None = None
 
+    @property
+    def trainable(self) -> bool:
+        """The call returned token ids and one logprob per completion token: the trainer can learn from
+        it (the orchestrator's samples) and the inspector marks its tokens as trained."""
+        return (self.status == 200 and self.prompt_token_ids is not None and self.completion_token_ids is not None
+                and self.completion_logprobs is not None
+                and len(self.completion_logprobs) == len(self.completion_token_ids))
+
 
 class RolloutRecord(RolloutResult):
     """A finished rollout as stored: the env's result plus what the orchestrator knows of it."""
@@ -42,7 +50,7 @@ class RolloutRecord(RolloutResult):
     reward: float | None = None
     zero_filled: list[str] = Field(default_factory=list)
     """Components other scored rollouts of its batch emitted and this scored one did not: they counted
-    as 0 (sorted; set by whoever scores the batch, `orchestrator.rewards.mark_zero_filled`)."""
+    as 0 (sorted; set by whoever scores the batch, `session.rewards.mark_zero_filled`)."""
     advantage: float | None = None
     prompt_tokens: int = 0
     """Sum over the rollout's model calls."""
@@ -59,7 +67,7 @@ class RolloutRecord(RolloutResult):
 
     @classmethod
     def from_result(cls, result: RolloutResult, *, run_id: str, env_name: str, step: int,
-                    reward: float | None, advantage: float | None, model_calls: list[ModelCall]) -> "RolloutRecord":
+                    reward: float | None, advantage: float | None, model_calls: list[ModelCall]) -> RolloutRecord:
         """Join an env's result with the orchestrator's view of it (step, reward, model calls)."""
         return cls(
             **result.model_dump(), run_id=run_id, env_name=env_name, step=step, reward=reward,

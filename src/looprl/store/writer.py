@@ -6,6 +6,12 @@ appends runs, steps, rollouts with their model calls and log records; a rollout'
 `write_rollouts` call is one transaction, so readers never see a rollout without its logs. Calls are
 synchronous and short; async callers run them with `asyncio.to_thread` (the internal lock makes that
 safe from any thread).
+
+`close()` leaves `looprl.db` alone on disk: it checkpoints the WAL into the database and switches it
+back to rollback-journal mode, which deletes `-wal` and `-shm`. That matters because read-only readers
+(`looprl metrics`, the inspector, `looprl rl`'s progress) can never delete those files, and on a
+WAL-mode database they create them. The switch needs every other connection closed; a reader open
+through the whole close (an inspector) leaves the files, empty, until a writer next closes.
 """
 
 from __future__ import annotations
@@ -14,16 +20,20 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from looprl.store.migrations import upgrade
 from looprl.paths import db_path
+from looprl.store.migrations import upgrade
 from looprl.store.records import RolloutRecord, RunInfo
 from looprl.store.schema import ROLLOUT_COLUMNS
 
 _INSERT_ROLLOUT = (f"INSERT INTO rollouts ({', '.join(c.name for c in ROLLOUT_COLUMNS)}) "
                    f"VALUES ({', '.join('?' * len(ROLLOUT_COLUMNS))})")
+
+SETTLE_S = 2.0
+"""How long `close()` retries leaving WAL mode while a reader has the database open."""
 
 
 def _json(value: Any) -> str:
@@ -112,11 +122,21 @@ class RunStoreWriter:
               rec.pathname, rec.lineno, rec.func, rec.exception) for rec in r.logs],
         )
 
-    def _transaction(self) -> "_Transaction":
+    def _transaction(self) -> _Transaction:
         return _Transaction(self._conn)
 
     def close(self) -> None:
         with self._lock:
+            deadline = time.monotonic() + SETTLE_S
+            while True:
+                try:
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    self._conn.execute("PRAGMA journal_mode=DELETE")  # "database is locked" while a reader is open
+                    break
+                except sqlite3.OperationalError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
             self._conn.close()
 
 

@@ -1,4 +1,5 @@
-"""`python -m looprl.trainer RUN_DIR [--resume-step K]`: the trainer process, as `looprl rl` starts it.
+"""`python -m looprl.trainer RUN_DIR [--resume-step K]`: the trainer process, as `looprl rl` starts it
+(under torchrun when it has several ranks: every rank runs this).
 
 Reads the run's resolved `config.toml`; imports torch only after parsing, so `--help` is instant.
 """

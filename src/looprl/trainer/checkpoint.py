@@ -1,11 +1,19 @@
-"""Resumable trainer state under `checkpoints/step_N/`.
+"""Resumable trainer state under `checkpoints/step_N/`, and which checkpoints stay on disk.
 
-A checkpoint holds the HF-format weights (with LoRA: the adapters) and tokenizer (`save_pretrained`,
-so the directory also loads as a model), and `trainer_state.pt`: optimizer, scheduler, the RNG states (python, torch) and
-whatever progress the caller passes (e.g. the orchestrator's position in the dataset), which is also
-written as `progress.json` so processes without torch can read it (`paths.progress_path`). It is written
-to a temporary sibling, `progress.json` last, and renamed into place: `handoff.latest_checkpoint` (the
-one definition of a complete checkpoint) never sees a half-written one.
+A checkpoint holds the HF-format weights (with LoRA: the adapters) and tokenizer, so the directory
+also loads as a model; `optimizer/`, AdamW's state sharded by `torch.distributed.checkpoint` (each
+rank writes its own shard; left out of a weights-only checkpoint); and `trainer_state.pt`: scheduler,
+the RNG states (python, torch) and whatever progress the caller passes (e.g. the orchestrator's
+position in the dataset), which is also written as `progress.json` so processes without torch can
+read it (`paths.progress_path`). It is written to a temporary sibling, `progress.json` last, and
+renamed into place: `handoff.latest_checkpoint` (the one definition of a complete checkpoint) never
+sees a half-written one.
+
+The weights are the ones the step's broadcast already gathered (`trainer.weights`), so they are
+hard-linked from the broadcast when it holds exactly them (full fine-tuning): no second copy on disk.
+
+Loading is in two parts, around sharding: `load_weights` into the whole model before FSDP wraps it,
+`load_trainer_state` once the optimizer exists.
 """
 
 from __future__ import annotations
@@ -14,57 +22,124 @@ import json
 import os
 import random
 import shutil
-import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from looprl.paths import checkpoint_dir, progress_path
+from looprl.handoff import step_dirs
+from looprl.paths import broadcast_dir, checkpoint_dir, checkpoints_dir, progress_path
 from looprl.trainer.lora import is_lora, load_adapters
+from looprl.trainer.parallel import Ranks
+from looprl.trainer.weights import (
+    MODEL_FILE,
+    StateDict,
+    full_state_dict,
+    save_adapters,
+    save_model,
+)
 
 STATE_FILE = "trainer_state.pt"
+OPTIMIZER_DIR = "optimizer"
 
 
 def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer,
-                    scheduler: torch.optim.lr_scheduler.LRScheduler, progress: dict[str, Any] | None = None) -> Path:
+                    scheduler: torch.optim.lr_scheduler.LRScheduler, progress: dict[str, Any] | None = None, *,
+                    state: StateDict | None = None, ranks: Ranks | None = None, with_optimizer: bool = True) -> Path:
+    """Every rank calls it. `state`: rank 0's gathered weights (`full_state_dict`, None on other ranks);
+    one process may leave it out."""
+    ranks = ranks or Ranks()
+    if not ranks.distributed and state is None:
+        state = full_state_dict(model, ranks)
     target = checkpoint_dir(run_dir, step)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".step_{step}.", dir=target.parent))
-    try:
-        model.save_pretrained(tmp, safe_serialization=True)
+    tmp = target.parent / f".step_{step}.tmp"
+    if ranks.is_main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    ranks.barrier()
+    if with_optimizer:  # collectives first, on every rank, then rank 0's own files
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+        dcp.save(get_optimizer_state_dict(model, optimizer), checkpoint_id=tmp / OPTIMIZER_DIR,
+                 no_dist=not ranks.distributed)
+    if ranks.is_main:
+        assert state is not None
+        _save_weights(tmp, run_dir, step, model, state)
         tokenizer.save_pretrained(tmp)
-        torch.save({
-            "step": step,
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "rng": {"python": random.getstate(), "torch": torch.get_rng_state()},
-            "progress": progress or {},
-        }, tmp / STATE_FILE)
+    if ranks.is_main:
+        torch.save({"step": step, "scheduler": scheduler.state_dict(), "progress": progress or {},
+                    "rng": {"python": random.getstate(), "torch": torch.get_rng_state()}}, tmp / STATE_FILE)
         (tmp / progress_path(run_dir, step).name).write_text(json.dumps(progress or {}))
         shutil.rmtree(target, ignore_errors=True)
         os.rename(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    ranks.barrier()
     return target
 
 
-def load_checkpoint(run_dir: Path, step: int, model: Any, optimizer: torch.optim.Optimizer,
-                    scheduler: torch.optim.lr_scheduler.LRScheduler) -> dict[str, Any]:
-    """Restore weights, optimizer, scheduler and RNGs in place; returns the saved progress."""
+def _save_weights(tmp: Path, run_dir: Path, step: int, model: Any, state: StateDict) -> None:
+    if is_lora(model):
+        save_adapters(tmp, model, state)
+        return
+    try:  # the broadcast of this step holds exactly these weights
+        for name in (MODEL_FILE, "config.json"):
+            os.link(broadcast_dir(run_dir, step) / name, tmp / name)
+    except OSError:  # none (or deleted meanwhile), or another filesystem
+        for name in (MODEL_FILE, "config.json"):
+            (tmp / name).unlink(missing_ok=True)
+        save_model(tmp, state, model.config)
+
+
+def load_weights(run_dir: Path, step: int, model: Any) -> None:
+    """Restore checkpoint `step`'s weights (or adapters) into the whole, unsharded model."""
     from safetensors.torch import load_file
 
     path = checkpoint_dir(run_dir, step)
     if is_lora(model):
         load_adapters(model, path)
-    else:
-        state: dict[str, torch.Tensor] = {}
-        for file in sorted(path.glob("*.safetensors")):
-            state.update(load_file(file))
-        model.load_state_dict(state, strict=False)  # a tied lm_head is not saved; it follows the embeddings
+        return
+    weights: dict[str, torch.Tensor] = {}
+    for file in sorted(path.glob("*.safetensors")):
+        weights.update(load_file(file))
+    model.load_state_dict(weights, strict=False)  # a tied lm_head is not saved; it follows the embeddings
+
+
+def load_trainer_state(run_dir: Path, step: int, model: Any, optimizer: torch.optim.Optimizer,
+                       scheduler: torch.optim.lr_scheduler.LRScheduler) -> tuple[dict[str, Any], bool]:
+    """Restore optimizer (when saved), scheduler and RNGs; `(the saved progress, optimizer restored)`."""
+    path = checkpoint_dir(run_dir, step)
+    restored = (path / OPTIMIZER_DIR).is_dir()
+    if restored:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import (
+            get_optimizer_state_dict,
+            set_optimizer_state_dict,
+        )
+
+        optim_state = get_optimizer_state_dict(model, optimizer)
+        dcp.load(optim_state, checkpoint_id=path / OPTIMIZER_DIR, no_dist=not torch.distributed.is_initialized())
+        set_optimizer_state_dict(model, optimizer, optim_state_dict=optim_state)
     saved = torch.load(path / STATE_FILE, weights_only=False)
-    optimizer.load_state_dict(saved["optimizer"])
     scheduler.load_state_dict(saved["scheduler"])
     random.setstate(saved["rng"]["python"])
     torch.set_rng_state(saved["rng"]["torch"])
-    return saved["progress"]
+    return saved["progress"], restored
+
+
+def load_checkpoint(run_dir: Path, step: int, model: Any, optimizer: torch.optim.Optimizer,
+                    scheduler: torch.optim.lr_scheduler.LRScheduler) -> dict[str, Any]:
+    """One process: restore weights, optimizer, scheduler and RNGs in place; returns the saved progress."""
+    load_weights(run_dir, step, model)
+    return load_trainer_state(run_dir, step, model, optimizer, scheduler)[0]
+
+
+def prune_checkpoints(run_dir: Path, keep: int, is_kept: Callable[[int], bool]) -> None:
+    """Delete every checkpoint but the newest `keep` kept ones and the newest of all (the resumable
+    state, which the next one replaces)."""
+    steps = step_dirs(checkpoints_dir(run_dir))
+    kept = [n for n in steps if is_kept(n)][-keep:]
+    newest = max(steps, default=None)
+    for n, path in steps.items():
+        if n not in kept and n != newest:
+            shutil.rmtree(path, ignore_errors=True)

@@ -9,6 +9,11 @@ last token. Only positions that predict a loss token go through the vocabulary p
 (`logits_to_keep` as indices): with a 49k vocabulary that is a large share of the compute, and
 prompts need none of it. Other entries are 0.
 
+Two attention paths give the same result: a dense `[T, T]` boolean mask (`tree_attention`, the
+model's `sdpa`/`eager` attention), and with `attn_implementation = "flex_attention"` (the trainer's
+choice on CUDA) a flex_attention `BlockMask` (`tree_block_mask`) that never builds the T x T mask, so
+rows of 8k-32k tokens fit. The tensors stay on `token_ids`' device.
+
 Logprobs are of the raw logits (temperature 1), the engine's default `raw_logprobs` mode.
 """
 
@@ -27,22 +32,31 @@ def token_logprobs(model: Any, token_ids: torch.Tensor, position_ids: torch.Tens
                    with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`(logprobs [T], entropy [T] or None)` for a row of `T` tokens laid out as `trees` (default: one
     sequence), filled where `loss_mask` (default: every token but the first); entropy has no gradient."""
+    device = token_ids.device
     if loss_mask is None:
-        loss_mask = torch.arange(len(token_ids)) > 0
+        loss_mask = torch.arange(len(token_ids), device=device) > 0
     trees = trees or [Tree(prefix=len(token_ids))]
     one_sequence = len(trees) == 1 and not trees[0].branches  # plain causal attention, no mask needed
     targets = loss_mask.nonzero().squeeze(1)
     logits = model(input_ids=token_ids[None], position_ids=position_ids[None], use_cache=False,
-                   attention_mask=None if one_sequence else tree_attention(trees)[None, None],
-                   logits_to_keep=predecessors(trees)[targets]).logits[0]
+                   attention_mask=None if one_sequence else attention_mask(model, trees, device),
+                   logits_to_keep=predecessors(trees).to(device)[targets]).logits[0]
     logp_all = torch.log_softmax(logits.float(), dim=-1)
-    logprobs = torch.zeros(len(token_ids), dtype=logp_all.dtype).index_put((targets,), logp_all.gather(
-        1, token_ids[targets, None]).squeeze(1))
+    logprobs = torch.zeros(len(token_ids), dtype=logp_all.dtype, device=device).index_put(
+        (targets,), logp_all.gather(1, token_ids[targets, None]).squeeze(1))
     entropy = None
     if with_entropy:
         with torch.no_grad():
-            entropy = torch.zeros(len(token_ids)).index_put((targets,), -(logp_all.exp() * logp_all).sum(-1))
+            entropy = torch.zeros(len(token_ids), device=device).index_put(
+                (targets,), -(logp_all.exp() * logp_all).sum(-1))
     return logprobs, entropy
+
+
+def attention_mask(model: Any, trees: Sequence[Tree], device: torch.device) -> Any:
+    """The mask of `trees` in the form the model's attention implementation takes."""
+    if getattr(model.config, "_attn_implementation", None) == "flex_attention":
+        return tree_block_mask(trees, device)
+    return tree_attention(trees).to(device)[None, None]
 
 
 def predecessors(trees: Sequence[Tree]) -> torch.Tensor:
@@ -62,10 +76,29 @@ def predecessors(trees: Sequence[Tree]) -> torch.Tensor:
 def tree_attention(trees: Sequence[Tree]) -> torch.Tensor:
     """`[T, T]` bool: token q may attend to token k (earlier or itself, same tree, and k in the prefix
     or in q's own branch)."""
-    segments = row_segments(trees)
-    tree_of = torch.cat([torch.full((s.end - s.start,), s.tree) for s in segments])
-    branch_of = torch.cat([torch.full((s.end - s.start,), s.branch) for s in segments])
+    tree_of, branch_of = _labels(trees, torch.device("cpu"))
     index = torch.arange(len(tree_of))
     return ((tree_of[:, None] == tree_of[None, :])
             & ((branch_of[None, :] == 0) | (branch_of[:, None] == branch_of[None, :]))
             & (index[None, :] <= index[:, None]))
+
+
+def tree_block_mask(trees: Sequence[Tree], device: torch.device) -> Any:
+    """The same rule as `tree_attention`, as a flex_attention `BlockMask` (blocks of 128 tokens that no
+    query may see are skipped; no `[T, T]` tensor is built)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    tree_of, branch_of = _labels(trees, device)
+
+    def visible(batch: torch.Tensor, head: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return (tree_of[q] == tree_of[k]) & ((branch_of[k] == 0) | (branch_of[q] == branch_of[k])) & (k <= q)
+
+    return create_block_mask(visible, None, None, len(tree_of), len(tree_of), device=device)
+
+
+def _labels(trees: Sequence[Tree], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(tree index, branch index (0: the prefix))` of every token of the row."""
+    segments = row_segments(trees)
+    tree_of = torch.cat([torch.full((s.end - s.start,), s.tree) for s in segments])
+    branch_of = torch.cat([torch.full((s.end - s.start,), s.branch) for s in segments])
+    return tree_of.to(device), branch_of.to(device)

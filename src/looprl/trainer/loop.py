@@ -3,13 +3,19 @@
 For each step N (from 1): wait for the orchestrator's `steps/step_N/batch.json`, take one optimizer
 step on it (token-level policy gradient with importance ratios against the engine's logprobs, see
 `trainer.step`), broadcast the new weights to `broadcasts/step_N/` (the orchestrator loads them into
-the engine), write a checkpoint every `checkpoint_interval` steps and after the last, and report the
-step's metrics in `steps/step_N/trainer.json`. The report comes last, so when the orchestrator reads
-it the broadcast is already stable.
+the engine), report the step's metrics in `steps/step_N/trainer.json`, then write a checkpoint when
+one is due (`trainer.checkpoint`: kept every `interval` steps and after the last; otherwise a
+resumable state every `resume_every_s` seconds). The report comes after the broadcast, so when the
+orchestrator reads it the broadcast is already stable, and before the checkpoint, so a checkpoint
+never exists without its step's report.
+
+With several ranks (torchrun) every rank runs this loop on its share of each batch (`trainer.parallel`);
+rank 0 alone writes broadcasts, reports and the checkpoint's files.
 
 `resume_step` k > 0 restores checkpoint k (weights, optimizer, scheduler, RNGs), makes sure
 `broadcasts/step_k/` exists (the orchestrator puts the engine on it) and continues at k+1. With
-`[trainer.lora]` the policy trains adapters and every broadcast carries the merged weights.
+`[trainer.lora]` the policy trains adapters; broadcasts carry the merged weights for the embedded
+engine, the adapters alone for vLLM (`inference.backend = "vllm"`, which loads them at run time).
 """
 
 from __future__ import annotations
@@ -23,48 +29,82 @@ import torch
 from looprl.config import RLConfig
 from looprl.handoff import TrainBatch, TrainerReport, is_stable, wait_model, write_model
 from looprl.paths import batch_path, broadcast_dir, trainer_report_path
+from looprl.trainer import parallel
 from looprl.trainer.broadcast import broadcast_weights
-from looprl.trainer.checkpoint import load_checkpoint, save_checkpoint
-from looprl.trainer.lora import add_lora, servable
+from looprl.trainer.checkpoint import (
+    load_trainer_state,
+    load_weights,
+    prune_checkpoints,
+    save_checkpoint,
+)
+from looprl.trainer.lora import add_lora
 from looprl.trainer.loss import select
 from looprl.trainer.model import load_policy
 from looprl.trainer.optim import build_optimizer, build_scheduler
 from looprl.trainer.step import train_step
+from looprl.trainer.weights import full_state_dict
 from looprl.utils.logger import get_logger
 
 
 def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
-    log, tcfg = get_logger(), cfg.trainer
+    log, tcfg, ccfg = get_logger(), cfg.trainer, cfg.trainer.checkpoint
+    adapter_only = cfg.inference.backend == "vllm"  # vLLM hot-loads adapters; the embedded engine needs them merged
+    ranks = parallel.setup(tcfg.device, tcfg.dtype)
+    log.info("trainer rank {} of {} on {} ({})", ranks.rank, ranks.world_size, ranks.device, ranks.compute_dtype)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
-    model, tokenizer = load_policy(cfg.model.name, tcfg.dtype)
+    attention = "flex_attention" if ranks.device.type == "cuda" else None
+    model, tokenizer = load_policy(cfg.model.name, attn_implementation=attention)
     if tcfg.lora is not None:
         model = add_lora(model, tcfg.lora)
-    ref_model = load_policy(cfg.model.name, tcfg.dtype)[0].eval() if tcfg.loss.kl_coef > 0 else None
+    if resume_step:
+        load_weights(run_dir, resume_step, model)
+    model = parallel.prepare(model, ranks, compile=tcfg.compile, activation_checkpointing=tcfg.activation_checkpointing)
+    ref_model = None
+    if tcfg.loss.kl_coef > 0:
+        ref_model = parallel.prepare(load_policy(cfg.model.name, attn_implementation=attention)[0].eval(), ranks)
     optimizer = build_optimizer(model, tcfg.optim.lr, tcfg.optim.weight_decay, tcfg.optim.betas)
     scheduler = build_scheduler(optimizer, tcfg.optim.warmup_steps)
     if resume_step:
-        load_checkpoint(run_dir, resume_step, model, optimizer, scheduler)
+        _, with_optimizer = load_trainer_state(run_dir, resume_step, model, optimizer, scheduler)
+        if not with_optimizer:
+            log.warning("checkpoint {} holds no optimizer state (trainer.checkpoint.final_optimizer = false): "
+                        "AdamW starts afresh", resume_step)
         if not is_stable(broadcast_dir(run_dir, resume_step)):  # the engine resumes from this broadcast
-            broadcast_weights(run_dir, resume_step, servable(model), keep=tcfg.keep_broadcasts)
+            state = full_state_dict(model, ranks)
+            if state is not None:
+                broadcast_weights(run_dir, resume_step, model, state, tcfg.keep_broadcasts, adapter_only)
+            ranks.barrier()
         log.info("resumed from checkpoint step {}", resume_step)
     token_loss, normalize = select.token_loss(tcfg.loss), select.normalize(tcfg.loss)
 
+    def is_kept(step: int) -> bool:
+        return (ccfg.interval > 0 and step % ccfg.interval == 0) or step == cfg.max_steps
+
+    last_checkpoint = time.monotonic()
     for step in range(resume_step + 1, cfg.max_steps + 1):
         started = time.perf_counter()
         batch = wait_model(batch_path(run_dir, step), TrainBatch)
         waited = time.perf_counter() - started
         metrics = train_step(model, optimizer, scheduler, batch.micro_batches, token_loss, normalize,
-                             tcfg.optim.max_grad_norm, ref_model, tcfg.loss.kl_coef)
+                             tcfg.optim.max_grad_norm, ref_model, tcfg.loss.kl_coef, ranks)
         broadcast_start = time.perf_counter()
-        broadcast_weights(run_dir, step, servable(model), keep=tcfg.keep_broadcasts)
+        state = full_state_dict(model, ranks)
+        if state is not None:
+            broadcast_weights(run_dir, step, model, state, tcfg.keep_broadcasts, adapter_only)
         metrics["broadcast_time_s"] = time.perf_counter() - broadcast_start
-        if (tcfg.checkpoint_interval and step % tcfg.checkpoint_interval == 0) or step == cfg.max_steps:
-            save_checkpoint(run_dir, step, model, tokenizer, optimizer, scheduler, batch.progress)
         metrics["wait_time_s"] = waited
-        write_model(trainer_report_path(run_dir, step), TrainerReport(step=step, metrics=metrics))
+        if ranks.is_main:
+            write_model(trainer_report_path(run_dir, step), TrainerReport(step=step, metrics=metrics))
+        if is_kept(step) or time.monotonic() - last_checkpoint >= ccfg.resume_every_s:
+            save_checkpoint(run_dir, step, model, tokenizer, optimizer, scheduler, batch.progress, state=state,
+                            ranks=ranks, with_optimizer=step < cfg.max_steps or ccfg.final_optimizer)
+            if ranks.is_main:
+                prune_checkpoints(run_dir, ccfg.keep, is_kept)
+            last_checkpoint = time.monotonic()
         log.info("step {} | loss {:.4f} entropy {:.3f} mismatch_kl {:.2e} grad_norm {:.3f} lr {:.1e} | "
                  "{:.0f} tokens in {} micro-batches, {:.0f} tok/s | train {:.1f}s wait {:.1f}s broadcast {:.1f}s",
                  step, metrics["loss"], metrics["entropy"], metrics["mismatch_kl"], metrics["grad_norm"], metrics["lr"],
                  metrics["tokens"], int(metrics["micro_batches"]), metrics["train_tokens_per_s"],
                  metrics["train_time_s"], waited, metrics["broadcast_time_s"])
+    parallel.teardown(ranks)

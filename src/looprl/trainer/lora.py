@@ -1,13 +1,14 @@
-"""LoRA through peft: adapters on the policy, and the merged weights the inference engine loads.
+"""LoRA through peft: adapters on the policy, and restoring them from a checkpoint.
 
-The engine knows nothing about adapters: each broadcast is a full HF-format model with the adapters
-merged in (a merged copy, so training goes on with the adapters separate). Checkpoints keep the
-adapters only (`save_pretrained` of the peft model), which `load_adapters` restores.
+The embedded engine knows nothing about adapters: each broadcast is a full HF-format model with the
+adapters merged in (`trainer.weights.merged`, computed from the gathered state dict, so training
+goes on with the adapters separate). vLLM loads adapters at run time: its broadcasts hold the
+adapters only (`adapter_model.safetensors` and `adapter_config.json`, a few MB), each loaded as a
+new adapter name. Checkpoints keep the adapters only, which `load_adapters` restores.
 """
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +20,14 @@ def add_lora(model: Any, cfg: LoraConfig) -> Any:
     from peft import LoraConfig as PeftLoraConfig
     from peft import get_peft_model
 
-    return get_peft_model(model, PeftLoraConfig(r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
-                                                target_modules=cfg.target_modules, task_type="CAUSAL_LM"))
+    # peft annotates lora_alpha as int but scales by any number (alpha / rank)
+    return get_peft_model(model, PeftLoraConfig(r=cfg.rank, lora_alpha=cfg.alpha,  # type: ignore[arg-type]
+                                                lora_dropout=cfg.dropout, target_modules=cfg.target_modules,
+                                                task_type="CAUSAL_LM"))
 
 
 def is_lora(model: Any) -> bool:
     return hasattr(model, "peft_config")
-
-
-def servable(model: Any) -> Any:
-    """What to broadcast: the model itself, or for a peft model a copy with its adapters merged in."""
-    return copy.deepcopy(model).merge_and_unload() if is_lora(model) else model
 
 
 def load_adapters(model: Any, checkpoint: Path) -> None:

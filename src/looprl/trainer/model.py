@@ -1,8 +1,11 @@
-"""The policy the trainer optimises: a transformers causal LM in training mode.
+"""The policy the trainer optimises: a transformers causal LM in training mode, float32 on the CPU.
 
 Loaded through `looprl.models` (the bundled SmolLM2 alias, a local directory or a Hub id), so the
-trainer and the inference engine start from exactly the same weights. The KV cache is off: the
-trainer only runs teacher-forced passes over packed sequences.
+trainer and the inference engine start from exactly the same weights. The weights stay float32
+master weights (bfloat16 compute is `trainer.parallel`'s business) and move to their device when
+`parallel.prepare` places or shards them. The KV cache is off: the trainer only runs
+teacher-forced passes over packed sequences. `attn_implementation="flex_attention"` (on CUDA) lets
+shared-prompt trees use a block mask instead of a dense one (`trainer.logprobs`).
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ from typing import Any
 from looprl.models import DEFAULT_MODEL, load_model_and_tokenizer
 
 
-def load_policy(name_or_path: str = DEFAULT_MODEL, dtype: str = "float32", device: str = "cpu") -> tuple[Any, Any]:
+def load_policy(name_or_path: str = DEFAULT_MODEL, attn_implementation: str | None = None) -> tuple[Any, Any]:
     """`(model, tokenizer)`, the model in train mode with its cache disabled."""
-    model, tokenizer = load_model_and_tokenizer(name_or_path, dtype=dtype, device=device)
+    model, tokenizer = load_model_and_tokenizer(name_or_path, dtype="float32")
+    if attn_implementation is not None:
+        model.set_attn_implementation(attn_implementation)
     model.config.use_cache = False
     return model.train(), tokenizer

@@ -1,9 +1,10 @@
 """One optimizer step on a training batch, read top to bottom.
 
 1. Normalisation weights for the whole step, from every sequence's loss mask (so the result does not
-   depend on how the orchestrator packed the micro-batches).
-2. For each micro-batch: a teacher-forced pass (logprobs, entropy), the policy loss, backward;
-   gradients accumulate.
+   depend on how the orchestrator packed the micro-batches, nor on how many ranks share them).
+2. For each of this rank's micro-batches (all of them with one process; `parallel.assign` with
+   several): a teacher-forced pass (logprobs, entropy), the policy loss, backward; gradients
+   accumulate (and FSDP reduces them over ranks).
 3. Gradient clipping, AdamW step, learning-rate schedule step.
 
 Metrics are means over the step's loss tokens: `entropy` of the policy, `mismatch_kl` (k3 estimate
@@ -15,7 +16,7 @@ kernel mismatch and off-policy lag), `clipped_frac`, plus `loss`, `grad_norm`, `
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -24,8 +25,7 @@ from looprl.handoff import MicroBatch, Tree, row_segments
 from looprl.trainer.logprobs import token_logprobs
 from looprl.trainer.loss import TokenLoss, normalization, policy_loss
 from looprl.trainer.loss.kl import token_kl
-
-Normalization = Callable[[Sequence[torch.Tensor]], list[torch.Tensor]]
+from looprl.trainer.parallel import Ranks, all_sum, assign, full_value
 
 
 def train_step(
@@ -34,35 +34,46 @@ def train_step(
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     micro_batches: Sequence[MicroBatch],
     token_loss: TokenLoss,
-    normalize: Normalization = normalization.per_token,
+    normalize: normalization.Normalization = normalization.per_token,
     max_grad_norm: float = 1.0,
     ref_model: Any | None = None,
     kl_coef: float = 0.0,
+    ranks: Ranks | None = None,
 ) -> dict[str, float]:
     start = time.perf_counter()
+    ranks = ranks or Ranks()
     model.train()
     weights = step_weights(micro_batches, normalize)
     loss_tokens = sum(sum(mb.loss_mask) for mb in micro_batches)
     totals = {"loss": 0.0, "entropy": 0.0, "mismatch_kl": 0.0, "clipped_frac": 0.0, "ref_kl": 0.0}
-    for mb, w in zip(micro_batches, weights):
-        ids, pos = torch.tensor(mb.token_ids), torch.tensor(mb.position_ids)
-        mask = torch.tensor(mb.loss_mask)
-        inference = torch.tensor(mb.inference_logprobs)
-        logprobs, entropy = token_logprobs(model, ids, pos, mask, mb.trees, with_entropy=True)
-        ref = None
-        if ref_model is not None:
-            with torch.no_grad():
-                ref, _ = token_logprobs(ref_model, ids, pos, mask, mb.trees)
-        out = policy_loss(token_loss, logprobs, inference, torch.tensor(mb.advantages), w, ref, kl_coef)
-        out.loss.backward()
+    for i in rank_passes(micro_batches, ranks):
+        padding = i is None  # a zero-weight pass: this rank has fewer micro-batches than the busiest
+        mb = micro_batches[0 if i is None else i]
+        w = torch.zeros(len(mb.loss_mask)) if i is None else weights[i]
+        to = ranks.device
+        ids, pos = torch.tensor(mb.token_ids, device=to), torch.tensor(mb.position_ids, device=to)
+        mask = torch.tensor(mb.loss_mask, device=to)
+        inference = torch.tensor(mb.inference_logprobs, device=to)
+        with ranks.autocast():
+            logprobs, entropy = token_logprobs(model, ids, pos, mask, mb.trees, with_entropy=True)
+            ref = None
+            if ref_model is not None:
+                with torch.no_grad():
+                    ref, _ = token_logprobs(ref_model, ids, pos, mask, mb.trees)
+        out = policy_loss(token_loss, logprobs, inference, torch.tensor(mb.advantages, device=to), w.to(to), ref,
+                          kl_coef)
+        (out.loss * ranks.world_size).backward()  # FSDP averages gradients over ranks; the step sums
+        if padding:
+            continue
         assert entropy is not None
         totals["loss"] += out.loss.item()
         totals["clipped_frac"] += out.clipped
         totals["ref_kl"] += out.kl
         totals["entropy"] += float(entropy[mask].sum())
         totals["mismatch_kl"] += float(token_kl(inference[mask], logprobs.detach()[mask]).sum())
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-    lr = scheduler.get_last_lr()[0]
+    totals = all_sum(totals, ranks)
+    grad_norm = full_value(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
+    lr = float(scheduler.get_last_lr()[0])
     optimizer.step()
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
@@ -75,7 +86,7 @@ def train_step(
         "mismatch_kl": totals["mismatch_kl"] / per_loss_token,
         "clipped_frac": totals["clipped_frac"] / per_loss_token,
         "ref_kl": totals["ref_kl"] / per_loss_token,
-        "grad_norm": float(grad_norm),
+        "grad_norm": grad_norm,
         "lr": lr,
         "tokens": float(tokens),
         "loss_tokens": float(loss_tokens),
@@ -85,7 +96,16 @@ def train_step(
     }
 
 
-def step_weights(micro_batches: Sequence[MicroBatch], normalize: Normalization) -> list[torch.Tensor]:
+def rank_passes(micro_batches: Sequence[MicroBatch], ranks: Ranks) -> list[int | None]:
+    """The micro-batch indices this rank computes, padded with None to the busiest rank's count."""
+    if not ranks.distributed:
+        return list(range(len(micro_batches)))
+    shares = assign([len(mb.token_ids) for mb in micro_batches], ranks.world_size)
+    mine: list[int | None] = list(shares[ranks.rank])
+    return mine + [None] * (max(len(s) for s in shares) - len(mine))
+
+
+def step_weights(micro_batches: Sequence[MicroBatch], normalize: normalization.Normalization) -> list[torch.Tensor]:
     """Each micro-batch's per-token loss weights, normalised over every sequence of the step."""
     masks, spans = [], []
     for i, mb in enumerate(micro_batches):

@@ -12,7 +12,7 @@ called again to reconfigure; `reset_logger()` drops the logger (subprocesses, te
 
 Text lines (coloured when the sink is a terminal):
 
-    2025-01-01 12:00:00.123 | INFO     | looprl.orchestrator.eval_run:97 | rollout=ab12cd | message
+    2025-01-01 12:00:00.123 | INFO     | looprl.commands.eval_run:97 | rollout=ab12cd | message
 
 With `json_logging=True` every line is one JSON object with the fields in `JSON_FIELDS`.
 
@@ -27,7 +27,7 @@ import logging
 import sys
 import traceback
 from collections.abc import Callable
-from datetime import timezone
+from datetime import UTC
 from typing import Any, TextIO
 
 from loguru._logger import Core, Logger
@@ -73,7 +73,7 @@ def json_line(record: Record) -> str:
     extra = dict(record["extra"])
     exception = record["exception"]
     payload = {
-        "time": record["time"].astimezone(timezone.utc).isoformat(),
+        "time": record["time"].astimezone(UTC).isoformat(),
         "level": record["level"].name,
         "message": record["message"],
         "logger": extra.pop("logger", record["name"]),
@@ -117,6 +117,15 @@ def make_logger(log_level: str | int = "INFO", json_logging: bool = False, *, si
     return logger
 
 
+def record_message(record: logging.LogRecord) -> str:
+    """`record.getMessage()`; when the arguments do not fit the format (`logger.info("%d", "x")`), the
+    format and arguments as they are, with the error: a logging call never raises into the code that made it."""
+    try:
+        return record.getMessage()
+    except Exception as e:
+        return f"{record.msg!r} % {record.args!r} (logging error: {type(e).__name__}: {e})"
+
+
 class InterceptHandler(logging.Handler):
     """Routes stdlib `logging` records into the process logger at their own level."""
 
@@ -126,10 +135,13 @@ class InterceptHandler(logging.Handler):
             level: str | int = logger.level(record.levelname).name
         except ValueError:
             level = record.levelno
-        logger.patch(lambda r: r.update(function=record.funcName, line=record.lineno)) \
-            .bind(logger=record.name) \
-            .opt(exception=record.exc_info or None) \
-            .log(level, record.getMessage())
+        try:
+            logger.patch(lambda r: r.update(function=record.funcName, line=record.lineno)) \
+                .bind(logger=record.name) \
+                .opt(exception=record.exc_info or None) \
+                .log(level, record_message(record))
+        except Exception:  # like every stdlib handler: report on stderr, never raise into the logging call
+            self.handleError(record)
 
 
 def _route_stdlib(log_level: str | int) -> None:

@@ -25,11 +25,12 @@ def test_every_shipped_rl_config_parses(path):
 
 def test_batch_size_must_be_whole_groups():
     with pytest.raises(UserError, match="orchestrator: Value error, batch_size"):
-        load_config(RLConfig, ["--env.source", "x.py:E", "--orchestrator.batch_size", "10", "--orchestrator.group_size", "4"])
+        load_config(RLConfig, ["--env.source", "x.py:E", "--orchestrator.batch_size", "10",
+                               "--orchestrator.group_size", "4"])
 
 
 def test_unknown_keys_name_their_path():
-    with pytest.raises(UserError, match="orchestrator.groupsize"):
+    with pytest.raises(UserError, match=r"orchestrator.groupsize"):
         load_config(RLConfig, ["--env.source", "x.py:E", "--orchestrator.groupsize", "4"])
 
 
@@ -51,6 +52,8 @@ def test_a_run_directory_is_not_overwritten(tmp_path, capsys):
     assert status == 2 and "--resume" in capsys.readouterr().err
 
 
-def test_resume_needs_a_checkpoint(tmp_path, capsys):
+def test_resume_needs_a_run(tmp_path, capsys):
+    """Before its first checkpoint a run resumes from step 0 (`test_resume`); without a run there is nothing to
+    resume."""
     status = main(["rl", "@", str(ROOT / "examples/demo/rl.toml"), "--output_dir", str(tmp_path), "--resume"])
-    assert status == 2 and "no checkpoint" in capsys.readouterr().err
+    assert status == 2 and "no run to resume" in capsys.readouterr().err

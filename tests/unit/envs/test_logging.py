@@ -4,12 +4,12 @@ import asyncio
 import logging
 
 import pytest
+from tests.support.harness import example, run_groups
+from tests.support.scripted_server import Reply, ScriptedServer
 
 from looprl.envs import BaseEnv, Dataset
 from looprl.envs.logging import rollout_context
 from looprl.envserver.capture import install_capture
-from tests.support.harness import example, run_groups
-from tests.support.scripted_server import Reply, ScriptedServer
 
 logger = logging.getLogger("test_env")
 
@@ -82,6 +82,5 @@ async def test_group_records_fan_out_and_narrow():
 
 
 def test_rollout_context_helper_rejects_unknown_ids():
-    with pytest.raises(ValueError, match="no rollout"):
-        with rollout_context("nope"):
-            pass
+    with pytest.raises(ValueError, match="no rollout"), rollout_context("nope"):
+        pass

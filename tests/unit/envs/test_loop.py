@@ -1,15 +1,13 @@
 """The BaseEnv loop: every termination reason and failure path, each with its siblings unaffected."""
 
 import asyncio
-import json
-import os
 from contextlib import asynccontextmanager
 
 import pytest
-
-from looprl.envs import BaseEnv, BaseRollout, Dataset, RolloutFailure
 from tests.support.harness import example, run_groups
 from tests.support.scripted_server import Reply, ScriptedServer
+
+from looprl.envs import BaseEnv, BaseRollout, Dataset, RolloutFailure
 
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {
     "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}}]
@@ -36,6 +34,8 @@ class Env(BaseEnv):
             raise RuntimeError("tool exploded")
         if args.get("a") == "fail":
             raise RolloutFailure("sandbox_unavailable", "no sandbox")
+        if args.get("a") == "opaque":
+            return object()
         return args["a"] + args["b"]
 
     async def compute_reward(self, rollout: BaseRollout):
@@ -57,9 +57,12 @@ def by_prompt(body) -> Reply:
     if p == "http500":
         return Reply(status=500)
     if p == "ctx":
-        return Reply(status=400, error={"message": "This model's maximum context length is 10 tokens", "type": "x", "code": None})
-    if p in ("tool", "tool-boom", "tool-fail", "bad-json", "unknown-tool", "non-object") and not tool_msgs:
+        return Reply(status=400, error={"message": "This model's maximum context length is 10 tokens", "type": "x",
+                                        "code": None})
+    if p in ("tool", "tool-boom", "tool-fail", "tool-opaque", "bad-json", "unknown-tool",
+             "non-object") and not tool_msgs:
         calls = {"tool": [("add", {"a": 1, "b": 2})], "tool-boom": [("add", {"a": "boom"})],
+                 "tool-opaque": [("add", {"a": "opaque"})],
                  "tool-fail": [("add", {"a": "fail"})], "bad-json": [("add", "{not json")],
                  "unknown-tool": [("nope", {})], "non-object": [("add", "[1, 2]")]}[p]
         return Reply(tool_calls=calls)
@@ -87,6 +90,7 @@ async def run_one(prompt: str, env=None, **kw):
     ("http500", None, "model_error", "HTTP 500"),
     ("tool-boom", None, "tool_error", "tool exploded"),
     ("tool-fail", None, "sandbox_unavailable", "no sandbox"),
+    ("tool-opaque", None, "tool_error", "returned a object, which is neither a str nor JSON-serialisable"),
     ("ok", "fail-reward", "reward_error", "judge down"),
     ("ok", "bad-reward", "reward_error", "finite"),
     ("ok", "str-reward", "reward_error", "numbers"),
@@ -97,6 +101,8 @@ async def test_termination_reasons(prompt, kind, reason, error_part):
         assert r.termination_reason == reason, r.error
         if error_part:
             assert error_part in r.error and r.rewards == {}
+            [failure] = [rec for rec in r.logs if rec.logger == "looprl.failure"]
+            assert failure.level_name == "ERROR" and failure.message.startswith(f"rollout ended {reason}: ")
         else:
             assert r.error is None and r.rewards == {"correct": 1.0}
         assert calls, "every model call is recorded under its rollout"

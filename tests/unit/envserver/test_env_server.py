@@ -4,15 +4,15 @@ import asyncio
 import textwrap
 
 import pytest
-
-from looprl.envs.types import GroupRequest
-from looprl.envserver.host import EnvServerHost
-from looprl.orchestrator.groups import new_id
 from tests.support.harness import example
 from tests.support.scripted_server import Reply, ScriptedServer
 
+from looprl.envs.types import GroupRequest
+from looprl.envserver.host import EnvServerHost
+from looprl.session.groups import new_id
+
 ENV = textwrap.dedent('''
-    import asyncio, ctypes, logging, os, signal, time
+    import asyncio, ctypes, logging, os, signal, sys, time, warnings
     from looprl.envs import BaseEnv, Dataset
 
     logger = logging.getLogger("test_env")
@@ -21,7 +21,8 @@ ENV = textwrap.dedent('''
         max_turns = 1
 
         async def create_dataset(self, split, base_dir, *, max_examples=None):
-            return Dataset([{"prompt_messages": [{"role": "user", "content": f"q{i}"}]} for i in range(3)], max_examples=max_examples)
+            return Dataset([{"prompt_messages": [{"role": "user", "content": f"q{i}"}]} for i in range(3)],
+                           max_examples=max_examples)
 
         async def compute_reward(self, rollout):
             kind = rollout.example_args.get("kind")
@@ -36,6 +37,13 @@ ENV = textwrap.dedent('''
                 time.sleep(60)
             if kind == "sleep":
                 await asyncio.sleep(60)
+            if kind == "badlog":
+                logger.info("a bad format %d", "x")
+            if kind == "print":
+                print("printed by", rollout.rollout_id, end="")
+                print(" in parts")
+                await asyncio.to_thread(print, "from a thread", rollout.rollout_id, file=sys.stderr)
+                warnings.warn(f"warned {rollout.rollout_id}")
             return {"correct": 1.0}
 ''')
 
@@ -68,6 +76,9 @@ async def test_a_dying_worker_fails_exactly_its_rollouts_and_is_respawned(tmp_pa
                 assert [r.rollout_id for r in died] == dying.rollout_ids
                 assert {r.termination_reason for r in died} == {"env_worker_died"}, kind
                 assert "died" in died[0].error
+                # records before the death are kept, and the failure says how it ended
+                assert any(rec.message == f"scoring {kind}" for r in died for rec in r.logs)
+                assert all(r.logs[-1].logger == "looprl.failure" and "died" in r.logs[-1].message for r in died)
                 assert [(r.termination_reason, r.rewards) for r in fine] == [("finished", {"correct": 1.0})] * 2
             after = await run(host, [request(server, "ok"), request(server, "ok")])
             assert {r.termination_reason for group in after for r in group} == {"finished"}
@@ -114,10 +125,14 @@ async def test_datasets_logs_and_captured_records(tmp_path, env_spec):
         dataset = await host.create_dataset("eval", tmp_path, max_examples=2)
         assert [e.prompt_messages[0]["content"] for e in dataset] == ["q0", "q1"]
         with ScriptedServer(lambda body: Reply("ok")) as server:
-            [results] = await run(host, [request(server, "ok")])
+            [results, bad_log] = await run(host, [request(server, "ok"), request(server, "badlog")])
     finally:
         await host.aclose()
     assert all(any(rec.message == "scoring ok" for rec in r.logs) for r in results)
+    # a logging call whose arguments do not fit its format is logged as it is and never fails the rollout
+    assert [(r.termination_reason, r.rewards) for r in bad_log] == [("finished", {"correct": 1.0})] * 2
+    assert all(any(rec.message == "'a bad format %d' % ('x',) (logging error: TypeError: %d format: a real number "
+                                  "is required, not str)" for rec in r.logs) for r in bad_log)
     worker_log = (run_dir / "logs/envs/train/Env/env_worker_0.log").read_text()
     for r in results:
         assert any(f"rollout={r.rollout_id}" in line and "scoring ok" in line for line in worker_log.splitlines())
@@ -131,3 +146,21 @@ async def test_an_env_that_cannot_load_fails_start_with_its_error(tmp_path):
     host = EnvServerHost(f"{bad}:Env", tmp_path / "run", splits=["train"])
     with pytest.raises(Exception, match="broken import"):
         await host.start()
+
+
+async def test_print_stderr_and_warnings_are_records_of_their_rollout_under_load(tmp_path, env_spec):
+    host = EnvServerHost(env_spec, tmp_path / "run", splits=["train"], workers=2)
+    await host.start()
+    try:
+        with ScriptedServer(lambda body: Reply("ok")) as server:
+            groups = await run(host, [request(server, "print", size=4) for _ in range(25)])
+    finally:
+        await host.aclose()
+    results = [r for g in groups for r in g]
+    assert len(results) == 100 and {r.termination_reason for r in results} == {"finished"}
+    for r in results:
+        records = {(rec.logger, rec.message) for rec in r.logs}
+        assert ("stdout", f"printed by {r.rollout_id} in parts") in records
+        assert ("stderr", f"from a thread {r.rollout_id}") in records
+        assert any(name == "py.warnings" and f"warned {r.rollout_id}" in m for name, m in records)
+        assert len(r.logs) == 4, r.logs  # nothing from the siblings

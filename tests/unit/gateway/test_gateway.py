@@ -2,18 +2,19 @@
 
 import httpx
 import pytest
+from tests.support.scripted_server import Reply, ScriptedServer
 
 from looprl.config import SamplingParams
 from looprl.gateway.app import Gateway
 from looprl.gateway.sampling_params import apply_sampling, call_seed
-from tests.support.scripted_server import Reply, ScriptedServer
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 
 
 def test_run_sampling_overrides_and_bounds_the_request():
     body = {"messages": MESSAGES, "temperature": 0.0, "max_tokens": 50, "stop": "END"}
-    out = apply_sampling(body, SamplingParams(temperature=0.7, top_p=0.9, max_tokens=20, seed=1, stop=["\n\n"]), "r1", 0)
+    out = apply_sampling(body, SamplingParams(temperature=0.7, top_p=0.9, max_tokens=20, seed=1, stop=["\n\n"]),
+                         "r1", 0)
     assert out["temperature"] == 0.7 and out["top_p"] == 0.9 and out["max_tokens"] == 20
     assert out["stop"] == ["END", "\n\n"] and out["logprobs"] is True and out["return_token_ids"] is True
     assert out["seed"] == call_seed(1, "r1", 0) != call_seed(1, "r2", 0), "siblings get distinct seeds"

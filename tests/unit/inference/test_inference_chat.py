@@ -7,11 +7,13 @@ import pytest
 from looprl.inference.chat import ChatFormatError, parse_tool_calls, render_prompt, supports_tools
 from looprl.inference.protocol import ChatMessage, Tool
 
-ADD = Tool.model_validate({"type": "function", "function": {"name": "add", "description": "Add.", "parameters": {"type": "object"}}})
+ADD = Tool.model_validate({"type": "function",
+                           "function": {"name": "add", "description": "Add.", "parameters": {"type": "object"}}})
 
 
 def test_parse_single_call_with_surrounding_text():
-    content, calls = parse_tool_calls('Let me add.\n<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>')
+    content, calls = parse_tool_calls(
+        'Let me add.\n<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>')
     assert content == "Let me add."
     assert [c.function.name for c in calls] == ["add"]
     assert json.loads(calls[0].function.arguments) == {"a": 1, "b": 2}
@@ -73,7 +75,8 @@ def test_hermes_rendering_without_native_tool_support():
     assert '"name": "add"' in system["content"] and "<tool_call>" in system["content"]
     assert user == {"role": "user", "content": "add 1"}
     assert assistant["content"] == '<tool_call>\n{"name": "add", "arguments": {"a": 1}}\n</tool_call>'
-    assert results == {"role": "user", "content": "<tool_response>\n1\n</tool_response>\n<tool_response>\n2\n</tool_response>"}
+    assert results == {"role": "user",
+                       "content": "<tool_response>\n1\n</tool_response>\n<tool_response>\n2\n</tool_response>"}
     assert tok.tools is None
 
 

@@ -92,8 +92,8 @@ async def test_length_stop_string_and_context_limit(engine):
     [s] = await engine.generate(p, SamplingParams(temperature=0, max_tokens=7, stop=(stop,)))
     assert s.finish_reason == "stop" and s.text == c.text[: c.text.find(stop)]
     long_prompt = (p * 1000)[: engine.max_context - 3]
-    [l] = await engine.generate(long_prompt, SamplingParams(max_tokens=50))
-    assert (len(l.token_ids), l.finish_reason) == (3, "length")
+    [truncated] = await engine.generate(long_prompt, SamplingParams(max_tokens=50))
+    assert (len(truncated.token_ids), truncated.finish_reason) == (3, "length")
 
 
 async def test_cancelled_request_leaves_the_batch(engine):
@@ -119,13 +119,14 @@ async def test_weight_update_waits_for_earlier_requests(engine, tmp_path):
     await asyncio.sleep(0.01)
     update = asyncio.create_task(engine.update_weights(load_update(tmp_path, model, version=7)))
     late = asyncio.create_task(engine.generate(p, SamplingParams(max_tokens=5, seed=1)))
-    [e], _, [l] = await asyncio.gather(early, update, late)
+    [early_out], _, [late_out] = await asyncio.gather(early, update, late)
     assert (engine.weights_version, engine.weights_path) == (7, str(tmp_path))
     after = teacher_forced(model, p, [5, 6, 7])
     assert not torch.allclose(before, after)
-    assert torch.allclose(torch.tensor(l.logprobs), teacher_forced(model, p, l.token_ids), atol=1e-4)
+    assert torch.allclose(torch.tensor(late_out.logprobs), teacher_forced(model, p, late_out.token_ids), atol=1e-4)
     # the early request finished before the swap: its logprobs are the old weights'
-    assert not torch.allclose(torch.tensor(e.logprobs), teacher_forced(model, p, e.token_ids), atol=1e-4)
+    assert not torch.allclose(torch.tensor(early_out.logprobs), teacher_forced(model, p, early_out.token_ids),
+                              atol=1e-4)
 
 
 def test_load_update_rejects_bad_directories(model_and_tokenizer, tmp_path):
@@ -134,7 +135,7 @@ def test_load_update_rejects_bad_directories(model_and_tokenizer, tmp_path):
     model, _ = model_and_tokenizer
     with pytest.raises(WeightsError, match="does not exist"):
         load_update(tmp_path / "missing", model)
-    with pytest.raises(WeightsError, match="no \\*.safetensors"):
+    with pytest.raises(WeightsError, match=r"no \*.safetensors"):
         load_update(tmp_path, model)
     save_file({"nope.weight": torch.zeros(2)}, tmp_path / "a.safetensors")
     with pytest.raises(WeightsError, match="not in the model"):

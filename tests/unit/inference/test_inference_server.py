@@ -93,8 +93,8 @@ def test_update_weights_changes_logprobs_and_version(client, model_and_tokenizer
     before = chat(client, **greedy).json()["choices"][0]
     save_file({k: v * 2 for k, v in model.state_dict().items() if "norm" in k}, tmp_path / "model.safetensors")
     r = client.post("/update_weights", json={"path": str(tmp_path)})
-    assert r.status_code == 200 and r.json() == {"version": 1, "path": str(tmp_path)}
-    assert client.get("/health").json()["weights"] == {"version": 1, "path": str(tmp_path)}
+    assert r.status_code == 200 and r.json() == {"version": 1, "path": str(tmp_path), "model": NAME}
+    assert client.get("/health").json()["weights"] == {"version": 1, "path": str(tmp_path), "model": NAME}
     after = chat(client, **greedy).json()["choices"][0]
     assert [e["logprob"] for e in before["logprobs"]["content"]] != [e["logprob"] for e in after["logprobs"]["content"]]
     bad = client.post("/update_weights", json={"path": str(tmp_path / "missing")})

@@ -2,9 +2,9 @@
 
 import pytest
 from fastapi.testclient import TestClient
+from tests.unit.inspector.fake_store import build_store
 
 from looprl.inspector.app import create_app
-from tests.unit.inspector.fake_store import build_store
 
 
 @pytest.fixture

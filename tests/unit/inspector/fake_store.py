@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from looprl.envs.types import LogRecordData, RolloutResult
-from looprl.orchestrator.rewards import mark_zero_filled
+from looprl.session.rewards import mark_zero_filled
 from looprl.store.records import ModelCall, RolloutRecord, RunInfo
 from looprl.store.writer import RunStoreWriter
 
@@ -28,7 +28,8 @@ def record(i: int, *, step: int, split: str = "train", group: int = 0, reason: s
         rollout_id=f"{split}-{step}-{i}", group_id=f"{split}-{step}-g{group}", example_id=f"ex{group}", split=split,
         messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": text},
                   {"role": "assistant", "content": None, "tool_calls": [
-                      {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 2}'}}]},
+                      {"id": "call_1", "type": "function",
+                       "function": {"name": "add", "arguments": '{"a": 2, "b": 2}'}}]},
                   {"role": "tool", "tool_call_id": "call_1", "name": "add", "content": tool_result},
                   {"role": "assistant", "content": "The answer is 4."}],
         example_args={"answer": 4}, termination_reason=reason, error=f"{reason}: it broke" if failed else None,
@@ -36,7 +37,8 @@ def record(i: int, *, step: int, split: str = "train", group: int = 0, reason: s
         logs=[LogRecordData(time=started + 0.1 * k, level=level, level_name=name, logger=logger, message=msg,
                             func="compute_reward", lineno=10 + k, pathname="env.py",
                             exception=exception if level >= 40 else None)
-              for k, (level, logger, msg) in enumerate(logs) for name in [{10: "DEBUG", 20: "INFO", 30: "WARNING", 40: "ERROR"}[level]]],
+              for k, (level, logger, msg) in enumerate(logs)
+              for name in [{10: "DEBUG", 20: "INFO", 30: "WARNING", 40: "ERROR"}[level]]],
     )
     calls = [ModelCall(rollout_id=result.rollout_id, idx=k, started_at=started + k, latency_s=0.25, finish_reason=f,
                        prompt_tokens=20, completion_tokens=8) for k, f in enumerate(["tool_calls", "stop"])]
@@ -52,17 +54,20 @@ def build_store(run_dir: Path, *, run_id: str = "run-1", status: str = "running"
                         created_at=T0))
     info, warn, err = 20, 30, 40
     step_0 = [
-        record(0, step=0, group=0, logs=[(info, "toy", "scoring rollout 0"), (10, "toy.debug", "details")], run_id=run_id),
+        record(0, step=0, group=0, logs=[(info, "toy", "scoring rollout 0"), (10, "toy.debug", "details")],
+               run_id=run_id),
         record(1, step=0, group=0, rewards={"correct": 0.0}, logs=[(warn, "toy", "format missing")], run_id=run_id),
         record(2, step=0, group=1, reason="tool_error", logs=[(err, "toy.tools", "tool crashed")],
                exception="Traceback (most recent call last):\nValueError: bad", run_id=run_id),
-        record(3, step=0, group=1, text=XSS_MESSAGE, tool_result=XSS_TOOL, logs=[(info, "toy", XSS_LOG)], run_id=run_id),
+        record(3, step=0, group=1, text=XSS_MESSAGE, tool_result=XSS_TOOL, logs=[(info, "toy", XSS_LOG)],
+               run_id=run_id),
     ]
     mark_zero_filled(step_0)
     w.write_rollouts(step_0)
     w.write_step(run_id, 0, {"reward": 1.1, "reward/correct": 0.66, "loss": 0.5, "entropy": 1.2, "lr": 1e-6})
     batches = [
-        [record(4, step=1, group=0, rewards={"correct": 1.0, "format": 1.0}, text="needle in the haystack", run_id=run_id),
+        [record(4, step=1, group=0, rewards={"correct": 1.0, "format": 1.0}, text="needle in the haystack",
+                run_id=run_id),
          record(5, step=1, group=0, reason="max_turns_exceeded", rewards={"correct": 0.0, "format": 0.0},
                 logs=[(info, "toy", "unique-log-marker")], run_id=run_id)],
         [record(6, step=2, group=0, reason="timeout", run_id=run_id),
@@ -73,7 +78,8 @@ def build_store(run_dir: Path, *, run_id: str = "run-1", status: str = "running"
     for batch in batches:
         mark_zero_filled(batch)
     w.write_rollouts([r for batch in batches for r in batch])
-    w.write_step(run_id, 1, {"reward": 1.5, "reward/correct": 0.8, "loss": 0.4, "entropy": 1.1, "lr": 1e-6, "note": "text"})
+    w.write_step(run_id, 1, {"reward": 1.5, "reward/correct": 0.8, "loss": 0.4, "entropy": 1.1, "lr": 1e-6,
+                             "note": "text"})
     w.write_step(run_id, 2, {"reward": 2.0, "reward/correct": 1.0, "loss": 0.3, "entropy": 1.0, "lr": 1e-6})
     if status != "running":
         w.finish_run(run_id, status, {"steps": 3})

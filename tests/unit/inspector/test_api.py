@@ -2,11 +2,11 @@
 
 import pytest
 from fastapi.testclient import TestClient
+from tests.unit.inspector.fake_store import T0, build_store, record
 
 from looprl.inspector.app import create_app
 from looprl.store.records import RunInfo
 from looprl.store.writer import RunStoreWriter
-from tests.unit.inspector.fake_store import T0, build_store, record
 
 API = "/api/runs/toy-run"
 
@@ -58,10 +58,12 @@ def test_every_filter(client, params, expected):
 
 def test_sorting_paging_and_total(client):
     assert ids(client, split="train", sort="reward", order="asc")[:2] == ["train-0-2", "train-2-6"]  # NULLs first
-    assert ids(client, split="train", sort="reward", order="desc")[:2] == ["train-2-7", "train-1-4"]  # ties: newest first
+    # ties: newest first
+    assert ids(client, split="train", sort="reward", order="desc")[:2] == ["train-2-7", "train-1-4"]
     assert ids(client, split="train", sort="step", order="desc")[:2] == ["train-2-7", "train-2-6"]
     assert ids(client, split="train", sort="example", order="asc")[0] == "train-0-0"
-    page = client.get(f"{API}/rollouts", params={"split": "train", "sort": "step", "order": "asc", "limit": 3, "offset": 3}).json()
+    page = client.get(f"{API}/rollouts",
+                      params={"split": "train", "sort": "step", "order": "asc", "limit": 3, "offset": 3}).json()
     assert page["total"] == 8 and [r["rollout_id"] for r in page["rows"]] == ["train-0-3", "train-1-4", "train-1-5"]
     assert page["limit"] == 3 and page["offset"] == 3
     assert client.get(f"{API}/rollouts", params={"sort": "DROP TABLE"}).status_code == 422
@@ -69,7 +71,8 @@ def test_sorting_paging_and_total(client):
 
 
 def test_zero_filled_components_are_marked(client):
-    rows = {r["rollout_id"]: r for r in client.get(f"{API}/rollouts", params={"step": 0, "split": "train"}).json()["rows"]}
+    rows = {r["rollout_id"]: r
+            for r in client.get(f"{API}/rollouts", params={"step": 0, "split": "train"}).json()["rows"]}
     assert rows["train-0-1"]["rewards"] == {"correct": 0.0} and rows["train-0-1"]["zero_filled"] == ["format"]
     assert rows["train-0-0"]["zero_filled"] == [] and rows["train-0-2"]["zero_filled"] == []  # failed: not scored
     page = client.get(f"{API}/rollouts", params={"split": "eval"}).json()
@@ -92,7 +95,8 @@ def test_rollout_detail(client):
 
 
 def test_prev_and_next_follow_the_filtered_sorted_list(client):
-    for params in [{"split": "train", "sort": "step", "order": "desc"}, {"split": "train", "sort": "reward", "order": "asc"},
+    for params in [{"split": "train", "sort": "step", "order": "desc"},
+                   {"split": "train", "sort": "reward", "order": "asc"},
                    {"split": "train", "sort": "reward", "order": "desc", "reward_max": 1.5}, {"sort": "advantage"}]:
         order = ids(client, **params)
         for i, rid in enumerate(order):
@@ -105,10 +109,12 @@ def test_metrics(client):
     m = client.get(f"{API}/metrics").json()
     assert [s["step"] for s in m["steps"]] == [0, 1, 2]
     assert m["keys"] == ["reward", "reward/correct", "loss", "entropy", "lr"]  # "note" is not numeric
-    assert m["splits"]["train"]["termination_reasons"] == {"finished": 5, "tool_error": 1, "max_turns_exceeded": 1, "timeout": 1}
+    assert m["splits"]["train"]["termination_reasons"] == {"finished": 5, "tool_error": 1, "max_turns_exceeded": 1,
+                                                           "timeout": 1}
     assert m["splits"]["train"]["by_step"] == []  # training steps carry the reward means
     [eval_step] = m["splits"]["eval"]["by_step"]
-    assert eval_step == {"step": 2, "rollouts": 2, "failed": 0, "reward": 0.75, "reward/correct": 0.5, "reward/style": 0.25}
+    assert eval_step == {"step": 2, "rollouts": 2, "failed": 0, "reward": 0.75, "reward/correct": 0.5,
+                         "reward/style": 0.25}
 
 
 def test_several_run_dirs_get_unique_ids(tmp_path):

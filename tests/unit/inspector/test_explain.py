@@ -42,9 +42,11 @@ def test_tokens_loss_mask_and_missing_trainer_logprobs(client):
 
 
 def test_replies_history_snippets_histogram(client):
-    assert client.get(f"{API}/rollouts/train-0-0/replies").json() == {"train-0-0": "The answer is 4.", "train-0-1": "The answer is 4."}
+    assert client.get(f"{API}/rollouts/train-0-0/replies").json() == {"train-0-0": "The answer is 4.",
+                                                                       "train-0-1": "The answer is 4."}
     points = client.get(f"{API}/examples/ex0/history").json()["points"]
-    assert [(p["split"], p["step"], p["rollouts"]) for p in points] == [("train", 0, 2), ("train", 1, 2), ("train", 2, 2), ("eval", 2, 2)]
+    assert [(p["split"], p["step"], p["rollouts"]) for p in points] == [
+        ("train", 0, 2), ("train", 1, 2), ("train", 2, 2), ("eval", 2, 2)]
     assert points[2]["scored"] == 1 and points[2]["mean_reward"] == 2.0
     snips = client.get(f"{API}/snippets", params={"q": "needle", "ids": ["train-1-4", "train-0-0"]}).json()
     assert list(snips) == ["train-1-4"] and snips["train-1-4"]["match"] == "needle"

@@ -4,12 +4,12 @@ import json
 
 import pytest
 from fastapi.testclient import TestClient
+from tests.unit.inspector.fake_store import XSS_LOG, XSS_MESSAGE, XSS_TOOL
 
 from looprl.cli import main
 from looprl.errors import UserError
 from looprl.inspector.app import create_app
 from looprl.inspector.security import COOKIE, check_bind
-from tests.unit.inspector.fake_store import XSS_LOG, XSS_MESSAGE, XSS_TOOL
 
 
 @pytest.fixture

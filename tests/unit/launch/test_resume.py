@@ -16,3 +16,11 @@ def test_resume_from_the_latest_complete_checkpoint_drops_later_steps(tmp_path):
     assert resumable_step(tmp_path) == 4
     assert sorted(p.name for p in (tmp_path / "steps").iterdir()) == ["step_1", "step_2", "step_3", "step_4"]
     assert sorted(p.name for p in (tmp_path / "broadcasts").iterdir()) == ["step_1", "step_2", "step_3", "step_4"]
+
+
+def test_resume_before_the_first_checkpoint_starts_over_in_the_same_run(tmp_path):
+    for step in (1, 2):
+        batch_path(tmp_path, step).parent.mkdir(parents=True)
+        broadcast_dir(tmp_path, step).mkdir(parents=True)
+    assert resumable_step(tmp_path) == 0
+    assert not any((tmp_path / "steps").iterdir()) and not any((tmp_path / "broadcasts").iterdir())

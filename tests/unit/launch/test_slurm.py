@@ -32,10 +32,12 @@ TRAINER = "import os\nprint(f\"trainer rank {os.environ['RANK']} of {os.environ[
 
 def commands(trainer_script: Path) -> dict[str, list[str]]:
     return {
-        "orchestrator": [sys.executable, "-c", "import os; print('orchestrator sees', os.environ['LOOPRL_INFERENCE_URLS'], "
-                                               "os.environ['MASTER_ADDR'])"],
+        "orchestrator": [sys.executable, "-c",
+                         "import os; print('orchestrator sees', os.environ['LOOPRL_INFERENCE_URLS'], "
+                         "os.environ['MASTER_ADDR'])"],
         "trainer": [str(trainer_script)],
-        "inference": [sys.executable, "-c", "import os; print('engine on inference node', os.environ['LOOPRL_NODE_RANK'])"],
+        "inference": [sys.executable, "-c",
+                      "import os; print('engine on inference node', os.environ['LOOPRL_NODE_RANK'])"],
     }
 
 
@@ -48,7 +50,8 @@ def test_render_the_sbatch_script(tmp_path):
                  "#SBATCH --time=02:00:00", "#SBATCH --exclusive", "#SBATCH --constraint=h100",
                  "source /opt/venv/bin/activate"):
         assert line in script.splitlines()
-    assert "--nproc-per-node=8" in script and "--rdzv-backend=static" in script and "-m looprl.trainer @ config.toml" in script
+    assert "--nproc-per-node=8" in script and "--rdzv-backend=static" in script
+    assert "-m looprl.trainer @ config.toml" in script
     assert f"--log-dir='{torchrun_log_dir((tmp_path / 'out dir').resolve())}'" in script
     assert "ln -sfn trainer/node_0.log" in script and "ln -sfn inference/node_0.log" in script
     assert "#SBATCH --qos" not in script
@@ -84,3 +87,20 @@ def test_the_job_runs_every_node_with_the_seed_log_layout(tmp_path):
             in log_path(out, "orchestrator").read_text())
     rank_logs = sorted(p.read_text() for p in torchrun_log_dir(out).rglob("stdout.log"))
     assert rank_logs == ["trainer rank 0 of 2\n", "trainer rank 1 of 2\n"]
+
+
+def test_rl_dry_run_with_slurm_keys_writes_the_sbatch_script(tmp_path):
+    root = Path(__file__).resolve().parents[3]
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "looprl.cli", "rl", "@", "examples/demo/rl.toml",
+                           "--output_dir", str(run),
+                           "--slurm.train_nodes", "2", "--slurm.inference_nodes", "1", "--dry-run"],
+                          cwd=root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    path = run.resolve() / "rl.sbatch"
+    assert proc.stdout.strip() == f"wrote {path}"
+    script = path.read_text()
+    assert "#SBATCH --nodes=3" in script.splitlines() and 'torchrun --nnodes="$TRAIN_NODES"' in script
+    assert f"-m looprl.trainer {run.resolve()} --resume-step 0" in script
+    assert 'tee -a "$LOGS/trainer/node_$LOOPRL_NODE_RANK.log"' in script and "ln -sfn trainer/node_0.log" in script
+    assert "looprl.orchestrator" in script and "--engine-url" in script and (run / "config.toml").is_file()

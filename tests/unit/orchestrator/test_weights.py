@@ -1,4 +1,9 @@
-"""Weight sync: only stable broadcasts newer than the engine's version are loaded, newest first."""
+"""Weight sync: only stable broadcasts newer than the engine's version are loaded, newest first;
+broadcasts the engine no longer needs are removed, never the one being loaded."""
+
+import asyncio
+
+from tests.support.tiny_model import tiny_model
 
 from looprl.handoff import mark_stable
 from looprl.orchestrator.weights import WeightSync
@@ -7,13 +12,19 @@ from looprl.trainer.broadcast import broadcast_weights
 
 
 class Recording(WeightSync):
-    def __init__(self, run_dir):
-        super().__init__("http://engine", run_dir)
-        self.loaded = []
+    def __init__(self, run_dir, last_version=None, load_s=None):
+        super().__init__("http://engine", run_dir, last_version=last_version)
+        self.loaded, self.load_s = [], load_s or {}
 
     async def load(self, path, version):
+        await asyncio.sleep(self.load_s.get(version, 0))
+        assert path.is_dir(), f"{path} was removed while the engine loaded it"
         self.loaded.append((path.name, version))
         self.version = version
+
+
+def left(run_dir):
+    return sorted(p.name for p in (run_dir / "broadcasts").iterdir())
 
 
 def broadcast(run_dir, step, stable=True):
@@ -45,10 +56,34 @@ async def test_wait_for_returns_once_the_version_is_reached(tmp_path):
 
 
 async def test_sync_loads_what_the_trainer_broadcasts(tmp_path):
-    class Weights:
-        def save_pretrained(self, path, safe_serialization):
-            path.mkdir(parents=True)
-
     sync = Recording(tmp_path)
-    broadcast_weights(tmp_path, 1, Weights())
+    broadcast_weights(tmp_path, 1, tiny_model())
     assert await sync.sync() and sync.loaded == [("step_1", 1)]
+
+
+async def test_broadcasts_older_than_the_engine_weights_are_removed(tmp_path):
+    sync = Recording(tmp_path, last_version=4)
+    for step in (1, 2):
+        broadcast(tmp_path, step)
+    broadcast(tmp_path, 3, stable=False)
+    assert await sync.sync() and left(tmp_path) == ["step_2", "step_3"]  # the engine runs step 2
+
+
+async def test_the_last_broadcast_is_removed_once_the_engine_runs_it(tmp_path):
+    sync = Recording(tmp_path, last_version=2)
+    broadcast(tmp_path, 1)
+    await sync.wait_for(1)
+    assert left(tmp_path) == ["step_1"]
+    broadcast(tmp_path, 2)
+    await sync.wait_for(2)
+    assert sync.loaded == [("step_1", 1), ("step_2", 2)] and left(tmp_path) == []
+
+
+async def test_the_broadcast_being_loaded_is_never_removed(tmp_path):
+    sync = Recording(tmp_path, load_s={1: 0.2})
+    broadcast(tmp_path, 1)
+    slow = asyncio.create_task(sync.sync())
+    await asyncio.sleep(0.05)  # step 1 is loading when step 2 appears and a second sync starts
+    broadcast(tmp_path, 2)
+    await asyncio.gather(slow, sync.sync())
+    assert sync.loaded == [("step_1", 1), ("step_2", 2)] and left(tmp_path) == ["step_2"]

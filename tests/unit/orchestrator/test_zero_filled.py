@@ -6,17 +6,19 @@ import json
 from pathlib import Path
 from typing import ClassVar
 
-from looprl.envs.types import RolloutResult
+from tests.fixtures.stores.make_v1_stores import QUESTIONS, reply
+from tests.support.scripted_server import ScriptedServer
+
+from looprl.commands.eval_run import EvalConfig, run_eval
 from looprl.config import RLConfig
-from looprl.orchestrator.eval_run import EvalConfig, run_eval
+from looprl.envs.types import RolloutResult
 from looprl.orchestrator.inflight import Collected, Landed
 from looprl.orchestrator.loop import Orchestrator
-from looprl.orchestrator.rewards import mark_zero_filled
+from looprl.session import RolloutSession
+from looprl.session.rewards import UnusedWeights, mark_zero_filled
 from looprl.store.reader import RunStoreReader
 from looprl.store.records import RolloutRecord
 from looprl.store.writer import RunStoreWriter
-from tests.fixtures.stores.make_v1_stores import QUESTIONS, reply
-from tests.support.scripted_server import ScriptedServer
 
 FIXTURE_ENV = str(Path(__file__).resolve().parents[2] / "fixtures/stores/fixture_env.py") + ":FixtureEnv"
 
@@ -65,13 +67,16 @@ def test_rl_step_stores_the_batch_zero_fill(tmp_path):
     orch = Orchestrator.__new__(Orchestrator)  # the step only: no engine, env server or gateway
     orch.cfg = RLConfig(env={"source": "x.py:E"}, max_steps=2,
                         orchestrator={"batch_size": 4, "group_size": 2, "eval": {"interval": 0}})
-    orch.run_dir, orch.run_id, orch.env_name, orch.pending = tmp_path, "run", "toy", {}
-    orch.weights, orch.writer = FakeWeights(), RunStoreWriter(tmp_path)
+    orch.run_dir, orch.pending = tmp_path, {}
+    orch.unused_weights = UnusedWeights({})
+    orch.session = RolloutSession.__new__(RolloutSession)  # records and writes only
+    orch.session.run_id, orch.session.env_name, orch.session.reward_weights = "run", "toy", {}
+    orch.weights, orch.session.writer = FakeWeights(), RunStoreWriter(tmp_path)
     fresh = [[(result("a", {"correct": 1.0, "format": 1.0}, "g1"), []), (result("b", {"correct": 0.0}, "g1"), [])],
              [(result("c", None, "g2"), []), (result("d", {"correct": 1.0, "format": 0.5}, "g2"), [])]]
     stale = [[(result("e", {"correct": 1.0}, "g3"), []), (result("f", {"correct": 0.0, "format": 1.0}, "g3"), [])]]
     asyncio.run(orch.step(1, FakeSampler(), FakePool(fresh, stale)))
-    orch.writer.close()
+    orch.session.writer.close()
     rows = {r.rollout_id: r.zero_filled for r in RunStoreReader(tmp_path).list_rollouts("run")[0]}
     assert rows == {"a": [], "b": ["format"], "c": [], "d": [], "e": [], "f": []}
 

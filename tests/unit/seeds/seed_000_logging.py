@@ -20,6 +20,7 @@ class MyEnv(BaseEnv):
 
 from looprl.envs.logging import rollout_context
 
+
 async def compute_group_rewards(self, rollouts):
     logger.info("scoring group")  # attributed to all rollouts
 

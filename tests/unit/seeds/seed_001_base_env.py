@@ -5,6 +5,7 @@ from pathlib import Path
 from looprl.envs import BaseEnv, BaseRollout, DatasetSplit, JsonlDataset, Tool
 from looprl.rewards import extract_completion_text
 
+
 class MyEnv(BaseEnv):
     max_turns = 1  # bounds the chat loop; max_tool_calls separately bounds tool usage
 

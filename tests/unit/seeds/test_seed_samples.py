@@ -1,11 +1,11 @@
 """The seeds' code samples run as written (import root `looprl`), with only their placeholders filled in."""
 
-import json
 
-from looprl.envs import BaseRollout, Dataset, Example
 from tests.support.harness import example, run_groups
 from tests.support.scripted_server import Reply, ScriptedServer
 from tests.unit.seeds import seed_000_logging, seed_001_base_env
+
+from looprl.envs import BaseRollout, Dataset, Example
 
 
 class LoggingSeedEnv(seed_000_logging.MyEnv):
@@ -18,7 +18,8 @@ class LoggingSeedEnv(seed_000_logging.MyEnv):
         return Dataset([])
 
     async def list_tools(self):
-        return [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}]
+        return [{"type": "function",
+                 "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}]
 
     async def _dispatch(self, tool_name, **args):
         return {"found": args}

@@ -31,7 +31,8 @@ def test_adding_a_column_in_one_place_is_enough(tmp_path):
         sys.path.insert(0, {str(ROOT)!r})
         import looprl.store.schema as schema
         source = inspect.getsource(schema).replace(
-            '    Column("max_log_level"', '    Column("scored", "INTEGER NOT NULL DEFAULT 0"),\\n    Column("max_log_level"')
+            '    Column("max_log_level"',
+            '    Column("scored", "INTEGER NOT NULL DEFAULT 0"),\\n    Column("max_log_level"')
         exec(compile(source, schema.__file__, "exec"), schema.__dict__)
         from looprl.store.reader import ROW_COLUMNS, RunStoreReader
         from looprl.store.writer import RunStoreWriter

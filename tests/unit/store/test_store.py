@@ -59,8 +59,29 @@ def test_reader_rejects_non_run_dir(tmp_path):
 def test_delete_steps_after_forgets_later_rollouts(tmp_path):
     w = RunStoreWriter(tmp_path)
     w.write_rollouts([make_record(0, step=1), make_record(1, step=2)])
-    w.write_step("run", 1, {}); w.write_step("run", 2, {})
+    w.write_step("run", 1, {})
+    w.write_step("run", 2, {})
     w.delete_steps_after("run", 1)
     r = RunStoreReader(tmp_path)
     assert [x.rollout_id for x in r.list_rollouts("run")[0]] == ["r0"]
     assert r.logs(rollout_id="r1") == [] and [s["step"] for s in r.steps("run")] == [1]
+
+
+def test_a_closed_store_leaves_only_its_database_file(tmp_path):
+    """Readers during the run and after it (read-only, they cannot delete `-wal`/`-shm`) leave nothing behind."""
+    w = RunStoreWriter(tmp_path)
+    w.write_rollouts([make_record(0, step=1)])
+    during = RunStoreReader(tmp_path)
+    assert during.steps("run") == []
+    during.close()
+    w.write_step("run", 1, {"reward": 1.0})
+    w.close()
+    after = RunStoreReader(tmp_path)
+    assert [s["step"] for s in after.steps("run")] == [1]
+    after.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["looprl.db"]
+    again = RunStoreWriter(tmp_path)  # a resumed run writes in WAL mode again
+    again.write_step("run", 2, {})
+    assert again._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    again.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["looprl.db"]

@@ -1,9 +1,8 @@
 """Fixtures: a fresh tiny model and tokenizer per test."""
 
 import pytest
-from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
-
 from tests.support.tiny_model import tiny_model, tiny_tokenizer
+from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ import random
 
 import pytest
 import torch
+from tests.support.tiny_model import tiny_model
 
 from looprl.handoff import is_stable, latest_checkpoint
 from looprl.inference.weights import load_update
@@ -15,7 +16,6 @@ from looprl.trainer.checkpoint import load_checkpoint, save_checkpoint
 from looprl.trainer.loss import clipped
 from looprl.trainer.optim import build_optimizer, build_scheduler
 from looprl.trainer.step import train_step
-from tests.support.tiny_model import tiny_model
 
 SAMPLE = TrainingSample(rollout_id="r", token_ids=[5, 9, 3, 7, 20], loss_mask=[False, False, True, True, True],
                         inference_logprobs=[0.0, 0.0, -4.0, -4.0, -4.0], advantage=1.0)

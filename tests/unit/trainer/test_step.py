@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from tests.support.tiny_model import tiny_model
 
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.training_samples import TrainingSample
@@ -9,8 +10,6 @@ from looprl.trainer.logprobs import token_logprobs
 from looprl.trainer.loss import clipped, masked, normalization, truncated
 from looprl.trainer.optim import build_optimizer, build_scheduler
 from looprl.trainer.step import train_step
-
-from tests.support.tiny_model import tiny_model
 
 
 def _on_policy_sample(model, ids: list[int], prompt_len: int, advantage: float) -> TrainingSample:

@@ -7,7 +7,7 @@ import logging
 import loguru
 import pytest
 
-from looprl.utils.logger import JSON_FIELDS, get_logger, reset_logger, setup_logger
+from looprl.utils.logger import JSON_FIELDS, InterceptHandler, get_logger, reset_logger, setup_logger
 
 
 @pytest.fixture(autouse=True)
@@ -78,3 +78,13 @@ def test_text_lines_name_the_rollout_bound_to_a_record():
     setup_logger("info", sink=out)
     get_logger().bind(rollout="ab12").info("hello")
     assert "rollout=ab12 | hello" in out.getvalue() and "\x1b[" not in out.getvalue()
+
+
+def test_a_stdlib_record_whose_arguments_do_not_fit_its_format_is_logged_as_written():
+    sink = io.StringIO()
+    setup_logger("info", sink=sink)
+    # not pytest's, which raises
+    [handler] = [h for h in logging.getLogger().handlers if isinstance(h, InterceptHandler)]
+    handler.handle(logging.LogRecord("env", logging.INFO, __file__, 1, "%d items", ("many",), None))
+    assert "'%d items' % ('many',) (logging error: TypeError: %d format: a real number is required, not str)" \
+        in sink.getvalue()

@@ -10,4 +10,14 @@ per-token weights; `kl.token_kl` is the optional penalty towards a reference mod
 from looprl.trainer.loss import clipped, kl, masked, normalization, truncated
 from looprl.trainer.loss.policy import LossOutput, TokenLoss, TokenLossOutput, policy_loss
 
-__all__ = ["LossOutput", "TokenLoss", "TokenLossOutput", "clipped", "kl", "masked", "normalization", "policy_loss", "truncated"]
+__all__ = [
+    "LossOutput",
+    "TokenLoss",
+    "TokenLossOutput",
+    "clipped",
+    "kl",
+    "masked",
+    "normalization",
+    "policy_loss",
+    "truncated",
+]

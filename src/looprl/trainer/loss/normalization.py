@@ -12,9 +12,12 @@ and returns one weight tensor per sequence, 0 off the mask:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
+
+Normalization = Callable[[Sequence[torch.Tensor]], list[torch.Tensor]]
+"""One of this module's functions: the step's loss masks -> one weight tensor per sequence."""
 
 
 def per_token(masks: Sequence[torch.Tensor]) -> list[torch.Tensor]:

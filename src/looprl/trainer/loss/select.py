@@ -7,7 +7,6 @@ from functools import partial
 from looprl.config import ClippedLoss, LossConfig, MaskedLoss
 from looprl.trainer.loss import clipped, masked, normalization, truncated
 from looprl.trainer.loss.policy import TokenLoss
-from looprl.trainer.step import Normalization
 
 
 def token_loss(config: LossConfig) -> TokenLoss:
@@ -18,7 +17,8 @@ def token_loss(config: LossConfig) -> TokenLoss:
     return partial(truncated.token_loss, cap=config.ratio.cap)
 
 
-def normalize(config: LossConfig) -> Normalization:
+def normalize(config: LossConfig) -> normalization.Normalization:
     if config.normalization == "constant":
+        assert config.normalization_constant is not None  # LossConfig's validator requires it
         return partial(normalization.constant, denominator=config.normalization_constant)
     return getattr(normalization, config.normalization)

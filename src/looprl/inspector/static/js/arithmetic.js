@@ -1,7 +1,7 @@
 // The rollout page's Reward card: the reward arithmetic. Each component's value x weight = its
 // contribution, zero-filled components marked (they add 0), the total, and for a train rollout of an
 // rl run the group baseline: the siblings' rewards, their mean (and std when normalising) and how the
-// advantage follows from them, exactly as orchestrator/advantages.py computes it.
+// advantage follows from them, exactly as session/advantages.py computes it.
 
 import { h, num } from "./dom.js";
 

@@ -1,0 +1,75 @@
+"""What `looprl rescore` and `looprl replay` rebuild from a run store: the env, its examples, its rollouts.
+
+The store keeps each rollout's transcript and `example_args`, not the example's payload as such. For
+`BaseEnv` the transcript opens with the example's `prompt_messages` (everything before the first
+assistant turn), so the example is rebuilt from the row itself, with its stored id: no dataset is
+loaded, and an env whose dataset has since changed still re-scores what was run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from looprl.config import OrchestratorConfig
+from looprl.envs.base_env import BaseEnv
+from looprl.envs.environment import Environment
+from looprl.envs.rollout import BaseRollout
+from looprl.envs.types import Example
+from looprl.envserver.loading import instantiate, load_env_class
+from looprl.errors import UserError
+from looprl.store.records import RolloutRecord, RunInfo
+
+
+def env_spec(run: RunInfo, override: str | None) -> str:
+    """`--env FILE:Class` when given (the edited env), else the env the run recorded."""
+    return override or run.env
+
+
+def env_args(run: RunInfo) -> dict[str, Any]:
+    """The env constructor's keyword arguments the run used (`looprl eval --env-args`, `[env] args`)."""
+    if run.kind == "rl":
+        return dict(run.config.get("env", {}).get("args", {}))
+    return dict(run.config.get("env_args", {}))
+
+
+def load_env(run: RunInfo, override: str | None) -> Environment:
+    """An instance of the run's env (or of `override`) built with the run's env args."""
+    return instantiate(load_env_class(env_spec(run, override)), env_args(run))
+
+
+def load_base_env(run: RunInfo, override: str | None) -> BaseEnv:
+    env = load_env(run, override)
+    if not isinstance(env, BaseEnv):
+        raise UserError(f"{type(env).__name__} is not a BaseEnv: only BaseEnv's reward hooks can be re-run")
+    return env
+
+
+def prompt_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The transcript's messages before the model's first turn: the example's `prompt_messages`."""
+    for i, message in enumerate(messages):
+        if message.get("role") == "assistant":
+            return messages[:i]
+    return messages
+
+
+def stored_example(record: RolloutRecord) -> Example:
+    """The example a stored rollout ran on, with the id it had."""
+    return Example(id=record.example_id,
+                   payload={"prompt_messages": prompt_messages(record.messages), **record.example_args})
+
+
+def stored_rollout(record: RolloutRecord, example: Example | None = None) -> BaseRollout:
+    """A completed `BaseRollout` as reward hooks saw it: transcript, example, split, counters."""
+    return BaseRollout(rollout_id=record.rollout_id, group_id=record.group_id,
+                       example=example or stored_example(record),
+                       split=record.split, messages=[dict(m) for m in record.messages], turns=record.turns,
+                       tool_calls=record.tool_calls, termination_reason=record.termination_reason,
+                       started_at=record.started_at, finished_at=record.finished_at)
+
+
+def reward_settings(run: RunInfo) -> OrchestratorConfig:
+    """The run's reward rule (`reward_weights`, `include_failed`, `normalize_std`); an eval run's is
+    the default (every component weighs 1, failures stay out)."""
+    if run.kind == "rl":
+        return OrchestratorConfig.model_validate(run.config.get("orchestrator", {}))
+    return OrchestratorConfig()

@@ -1,0 +1,120 @@
+"""vLLM's OpenAI server as looprl's inference engine: `VllmProcess`, an `EngineProcess` running
+`python -m vllm.entrypoints.openai.api_server` instead of `looprl inference`.
+
+    engine = VllmProcess(model_dir, served_model_name="smollm2-135m-instruct", log_path=...,
+                         python=vllm_python(None), lora_rank=16, vllm_args=["--max-num-seqs", "64"])
+    with engine:  # waits for /health, like the embedded engine
+        ...
+
+The server is started with what looprl relies on: the served model name, float32 weights (what
+the trainer computes its logprobs in; `vllm_args` may say otherwise), the Hermes tool-call parser
+(SmolLM2's, Qwen's and the embedded engine's `<tool_call>` format) with, when the model's own chat
+template has no tool support, `template.hermes_template` (the prompts the embedded engine renders),
+runtime LoRA when the trainer trains adapters, and looprl's own pieces: `routes` as HTTP middleware
+(`/update_weights`, `/health`) and `worker.WeightLoader` as the worker extension. Requests get token
+ids and logprobs by asking (`return_token_ids`, `logprobs`), as the gateway does. `vllm_args` come
+last, so they override any of these.
+
+The interpreter is its own (vLLM pins its own torch and transformers): `vllm_python()` picks it.
+The child sees looprl's package through a one-entry `PYTHONPATH` (a link to the package), never
+looprl's own site-packages. It runs in its own process group, so stopping it also stops vLLM's
+engine-core and worker processes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import looprl
+from looprl.errors import UserError
+from looprl.inference.process import EngineProcess
+from looprl.inference.vllm.template import tool_template_for
+
+VENV = ".venv-vllm"
+"""The virtual environment `make test` builds for vLLM, at the repository root."""
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""The `--max-lora-rank` values vLLM accepts."""
+CPU_KV_CACHE_GIB = "1"
+"""KV cache of the CPU build (`VLLM_CPU_KVCACHE_SPACE`) unless set: its default reserves most of the RAM."""
+
+
+def vllm_python(configured: str | None = None) -> str:
+    """The interpreter that runs vLLM: `configured`, else this one if it imports vllm, else `.venv-vllm`'s
+    (in the working directory or the repository looprl runs from)."""
+    if configured:
+        return configured
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    for root in (Path.cwd(), Path(looprl.__file__).resolve().parents[2]):
+        candidate = root / VENV / "bin" / "python"
+        if candidate.is_file():
+            return str(candidate)
+    raise UserError("inference.backend = 'vllm' needs vLLM: `pip install vllm` (GPU) or `make vllm` (a CPU build in "
+                    f"{VENV}/), or point inference.vllm_python at an interpreter that has it")
+
+
+def max_lora_rank(rank: int) -> int:
+    """The smallest `--max-lora-rank` vLLM accepts that holds adapters of `rank`."""
+    return next((r for r in LORA_RANKS if r >= rank), rank)
+
+
+class VllmProcess(EngineProcess):
+    engine_name = "vLLM server"
+    own_process_group = True
+
+    def __init__(self, model: str, *, python: str, served_model_name: str, log_path: Path | None = None,
+                 port: int | None = None, host: str = "127.0.0.1", startup_timeout: float = 900.0,
+                 tool_call_parser: str | None = "hermes", lora_rank: int | None = None,
+                 vllm_args: Sequence[str] = ()) -> None:
+        super().__init__(model, log_path=log_path, port=port, host=host, startup_timeout=startup_timeout,
+                         extra_args=vllm_args, served_model_name=served_model_name)
+        self.python, self.tool_call_parser, self.lora_rank = python, tool_call_parser, lora_rank
+        self._dir: Path | None = None
+
+    def command(self) -> list[str]:
+        command = [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model,
+                   "--served-model-name", self.model_name, "--host", self.host, "--port", str(self.port),
+                   "--dtype", "float32", "--middleware", "looprl.inference.vllm.routes.looprl_routes",
+                   "--worker-extension-cls", "looprl.inference.vllm.worker.WeightLoader",
+                   "--disable-uvicorn-access-log"]
+        if self.tool_call_parser:
+            command += ["--enable-auto-tool-choice", "--tool-call-parser", self.tool_call_parser]
+        template = tool_template_for(Path(self.model)) if self.tool_call_parser == "hermes" else None
+        if template is not None:
+            path = self._workdir() / "chat_template.jinja"
+            path.write_text(template)
+            command += ["--chat-template", str(path)]
+        if self.lora_rank:
+            command += ["--enable-lora", "--max-lora-rank", str(max_lora_rank(self.lora_rank)), "--max-loras", "2"]
+        gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+        if len(gpus) > 1:  # the deployment's `inference_gpus` (`launch.placement`): tensor parallel over them
+            command += ["--tensor-parallel-size", str(len(gpus))]
+        return command + self.extra_args
+
+    def environment(self) -> dict[str, str]:
+        env = super().environment()
+        package = self._workdir() / "path" / "looprl"
+        if not package.exists():
+            package.parent.mkdir()
+            package.symlink_to(Path(looprl.__file__).resolve().parent)
+        env["PYTHONPATH"] = str(package.parent)
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
+        return env
+
+    def stop(self) -> None:
+        super().stop()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def _workdir(self) -> Path:
+        """A temporary directory for the child's files (the package link, a chat template), removed on stop."""
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="looprl-vllm-"))
+        return self._dir

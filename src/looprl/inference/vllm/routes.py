@@ -1,0 +1,129 @@
+"""looprl's routes on vLLM's OpenAI server, installed as its HTTP middleware (`--middleware
+looprl.inference.vllm.routes.looprl_routes`).
+
+- `POST /update_weights {"path": DIR, "version": N?}` answers `{"version", "path", "model"}` like the
+  embedded engine, so `orchestrator.weights.WeightSync` drives both engines alike:
+  - a full-weights directory (a trainer broadcast or checkpoint): generation is paused once the
+    requests in flight finish (new ones wait), every worker copies the tensors into its model
+    (`worker.WeightLoader` through `collective_rpc`), the prefix cache is dropped, generation
+    resumes. No completion mixes two weight versions. Loaded adapters are unloaded.
+  - a LoRA adapter directory (`adapter_config.json`, what the trainer broadcasts for vLLM with
+    `[trainer.lora]`): loaded as a new adapter `{served name}-step-{N}` without touching the base
+    weights; `model` in the answer is that name, which requests for these weights must use. The
+    previous adapter stays loaded (requests already sent may still name it); older ones are unloaded.
+- `GET /health`: vLLM's health check, answered with the embedded engine's body
+  `{"status": "ok", "model", "weights": {"version", "path", "model"}}`.
+
+Runs in vLLM's interpreter: imports only the standard library, starlette and vLLM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+ADAPTERS_KEPT = 2
+"""The newest adapter and the one before it (requests sent before an update may still name it)."""
+
+_lock = asyncio.Lock()
+
+
+class UpdateError(ValueError):
+    """The directory does not hold weights or an adapter this server can load."""
+
+
+async def looprl_routes(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    if request.url.path == "/update_weights" and request.method == "POST":
+        return await _update_weights(request)
+    response = await call_next(request)
+    if request.url.path == "/health" and request.method == "GET" and response.status_code == 200:
+        weights = _weights(request.app.state)
+        return JSONResponse({"status": "ok", "model": _base_name(request.app.state), "weights": weights})
+    return response
+
+
+async def _update_weights(request: Request) -> Response:
+    try:
+        body = await request.json()
+        path, version = str(body["path"]), body.get("version")
+        if version is not None and not isinstance(version, int):
+            raise UpdateError("version must be an integer")
+    except (ValueError, KeyError, TypeError) as e:
+        return _error(400, f"expected a JSON body {{\"path\": DIR, \"version\": N}}: {e}")
+    try:
+        async with _lock:
+            return JSONResponse(await update(request.app.state, Path(path).expanduser(), version))
+    except UpdateError as e:
+        return _error(400, str(e))
+
+
+async def update(state: Any, path: Path, version: int | None) -> dict[str, Any]:
+    """Load `path` (full weights or a LoRA adapter) and record it as weights `version`."""
+    if not path.is_dir():
+        raise UpdateError(f"weights directory {path} does not exist")
+    weights = _weights(state)
+    version = weights["version"] + 1 if version is None else version
+    if (path / "adapter_config.json").is_file():
+        model = await _load_adapter(state, path, version)
+    else:
+        if not any(path.glob("*.safetensors")):
+            raise UpdateError(f"no *.safetensors files in {path}")
+        engine = state.engine_client
+        await engine.pause_generation(mode="wait", clear_cache=True)
+        try:
+            await engine.collective_rpc("looprl_load_weights", args=(str(path),))
+        except Exception as e:  # a worker's error, e.g. names or shapes that do not fit the model
+            raise UpdateError(f"vLLM could not load the weights in {path}: {e}") from e
+        finally:
+            await engine.resume_generation()
+        await _unload_adapters(state, keep=0)
+        model = _base_name(state)
+    weights.update(version=version, path=str(path), model=model)
+    return dict(weights)
+
+
+async def _load_adapter(state: Any, path: Path, version: int) -> str:
+    from vllm.entrypoints.serve.engine.protocol import ErrorResponse
+    from vllm.entrypoints.serve.lora.protocol import LoadLoRAAdapterRequest
+
+    if state.vllm_config.lora_config is None:
+        raise UpdateError(f"{path} is a LoRA adapter, but this server was started without --enable-lora")
+    name = f"{_base_name(state)}-step-{version}"
+    result = await state.openai_serving_models.load_lora_adapter(
+        LoadLoRAAdapterRequest(lora_name=name, lora_path=str(path), load_inplace=True))
+    if isinstance(result, ErrorResponse):
+        raise UpdateError(f"vLLM could not load the adapter {path}: {result.error.message}")
+    await _unload_adapters(state, keep=ADAPTERS_KEPT)
+    return name
+
+
+async def _unload_adapters(state: Any, keep: int) -> None:
+    """Unload all but the `keep` newest adapters, from the served names and from the engine."""
+    from vllm.entrypoints.serve.lora.protocol import UnloadLoRAAdapterRequest
+
+    models = state.openai_serving_models
+    names = list(models.lora_requests)
+    for name in names[: max(0, len(names) - keep)]:
+        lora_id = models.lora_requests[name].lora_int_id
+        await models.unload_lora_adapter(UnloadLoRAAdapterRequest(lora_name=name))
+        await state.engine_client.remove_lora(lora_id)
+
+
+def _base_name(state: Any) -> str:
+    return str(state.openai_serving_models.base_model_paths[0].name)
+
+
+def _weights(state: Any) -> dict[str, Any]:
+    if not hasattr(state, "looprl_weights"):
+        state.looprl_weights = {"version": 0, "path": str(state.args.model), "model": _base_name(state)}
+    return state.looprl_weights
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": "invalid_weights"}}
+    return JSONResponse(body, status_code=status)

@@ -1,0 +1,54 @@
+"""Which processes of a local run get which GPUs, and how the trainer starts (one process or torchrun).
+
+    no GPU              engine and trainer on the CPU; `trainer.world_size` CPU ranks (gloo)
+    one GPU             engine and trainer share GPU 0; the engine takes `inference_memory_fraction`
+                        (`LOOPRL_GPU_MEMORY_FRACTION` in its environment)
+    several GPUs        `[deployment]` lists (default: engine on GPU 0, one trainer rank per other GPU)
+
+Each process sees only its GPUs (`CUDA_VISIBLE_DEVICES`), so inside it they count from 0. With more
+than one trainer rank the trainer runs under torchrun (`--standalone`): rank 0's output goes to
+`logs/trainer.log`, every rank's to `logs/trainer/torchrun/` (`--log-dir`, the seed-002 layout).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from looprl.config import RLConfig
+from looprl.config.deployment import MEMORY_FRACTION_ENV
+from looprl.errors import UserError
+from looprl.paths import torchrun_log_dir
+
+
+@dataclass
+class Placement:
+    trainer_ranks: int = 1
+    engine_env: dict[str, str] = field(default_factory=dict)
+    trainer_env: dict[str, str] = field(default_factory=dict)
+
+
+def place(cfg: RLConfig, gpu_count: int) -> Placement:
+    """The placement of `cfg`'s processes on a machine with `gpu_count` GPUs."""
+    if gpu_count == 0 or cfg.trainer.device == "cpu":
+        return Placement(trainer_ranks=cfg.trainer.world_size)
+    dep = cfg.deployment
+    inference = dep.inference_gpus if dep.inference_gpus is not None else [0]
+    trainer = dep.trainer_gpus if dep.trainer_gpus is not None else [g for g in range(gpu_count) if g not in inference]
+    trainer = trainer or inference[:1]
+    unknown = sorted({*inference, *trainer} - set(range(gpu_count)))
+    if unknown:
+        raise UserError(f"[deployment] names GPU(s) {unknown}, but this machine has {gpu_count}")
+    engine_env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, inference))}
+    if set(inference) & set(trainer):
+        engine_env[MEMORY_FRACTION_ENV] = str(dep.inference_memory_fraction)
+    return Placement(len(trainer), engine_env, {"CUDA_VISIBLE_DEVICES": ",".join(map(str, trainer))})
+
+
+def trainer_command(python: str, run_dir: Path, ranks: int, args: list[str]) -> list[str]:
+    """`python -m looprl.trainer RUN_DIR ARGS`, under torchrun when `ranks` > 1."""
+    if ranks == 1:
+        return [python, "-m", "looprl.trainer", str(run_dir), *args]
+    return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
+            f"--log-dir={torchrun_log_dir(run_dir)}", "--redirects=3", "--tee=3", "--local-ranks-filter=0",
+            "-m", "looprl.trainer", str(run_dir), *args]

@@ -1,0 +1,50 @@
+"""Group-relative advantages: each rollout's reward minus its group's mean (GRPO's baseline).
+
+A rollout's reward is the weighted total of its components (`looprl.session.rewards.rollout_reward`). Failed rollouts
+(operational failures, not `scored`) have no reward: by default they stay out of the baseline and out
+of the loss (advantage None); with `include_failed` they count as reward 0. Dividing by the group's
+std is optional (Dr. GRPO argues against it: it up-weights near-unanimous groups).
+
+A group whose advantages are all zero (every rollout scored alike, or a single scored rollout) has
+no learning signal: it is marked `skipped`, so the orchestrator can leave it out of the batch and
+count it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from looprl.envs.types import RolloutResult
+from looprl.session.rewards import mean_std, rollout_reward
+
+ZERO = 1e-8
+
+
+@dataclass
+class GroupAdvantages:
+    rewards: list[float | None]
+    advantages: list[float | None]
+    """None for rollouts kept out of the loss."""
+    skipped: bool
+    """True when no rollout of the group has a non-zero advantage."""
+
+
+def group_advantages(rewards: Sequence[float | None], normalize_std: bool = False,
+                     eps: float = 1e-6) -> GroupAdvantages:
+    """Advantages of one group's rewards (None rewards stay None and are not in the baseline)."""
+    present = [r for r in rewards if r is not None]
+    mean, std = mean_std(present)
+    scale = std + eps if normalize_std else 1.0
+    advantages = [None if r is None else (r - mean) / scale for r in rewards]
+    skipped = all(a is None or abs(a) < ZERO for a in advantages)
+    return GroupAdvantages(list(rewards), advantages, skipped)
+
+
+def batch_advantages(groups: Sequence[Sequence[RolloutResult]], weights: Mapping[str, float] | None = None,
+                     include_failed: bool = False, normalize_std: bool = False) -> list[GroupAdvantages]:
+    """`group_advantages` of every group of a step, from the rollouts' reward components."""
+    return [
+        group_advantages([rollout_reward(r, weights, include_failed) for r in group], normalize_std)
+        for group in groups
+    ]

@@ -1,0 +1,127 @@
+"""Where the trainer computes, with how many ranks, and how the model is split among them.
+
+One process (`python -m looprl.trainer`) or `world_size` ranks under torchrun, which sets `RANK`,
+`WORLD_SIZE` and `LOCAL_RANK`: NCCL on GPUs (rank r on its `cuda:LOCAL_RANK`), gloo on the CPU. The
+same code runs either way:
+
+- `shard` applies FSDP2 (`fully_shard`) to each decoder layer and then the root, with bfloat16
+  parameters and float32 gradient reduction when the compute dtype is bfloat16 (the sharded master
+  weights and AdamW state stay float32). One process keeps its model whole and runs bfloat16 under
+  `autocast`.
+- `assign` hands out a step's micro-batches by tokens (longest first, to the least loaded rank), so
+  ranks finish together; every rank runs as many passes as the busiest (the others pad with
+  zero-weight passes), since each FSDP pass is a collective.
+- `all_sum` adds a step's metric totals over ranks.
+
+The loss weights are computed over the whole step on every rank (`trainer.step`), and FSDP averages
+gradients over ranks, so the step scales each rank's loss by `world_size`: the update equals the
+single-process one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Ranks:
+    rank: int = 0
+    world_size: int = 1
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    compute_dtype: torch.dtype = torch.float32
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """bfloat16 compute over float32 weights (a no-op in float32)."""
+        return torch.autocast(self.device.type, dtype=self.compute_dtype,
+                              enabled=self.compute_dtype != torch.float32)
+
+    def barrier(self) -> None:
+        if self.distributed:
+            dist.barrier()
+
+
+def setup(device: str = "auto", dtype: str = "auto") -> Ranks:
+    """This process's `Ranks`, joining torchrun's process group when there is one."""
+    cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    where = torch.device("cpu")
+    if cuda:
+        where = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(where)
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if cuda else "gloo", device_id=where if cuda else None)
+    compute = torch.bfloat16 if dtype == "bfloat16" or (dtype == "auto" and cuda) else torch.float32
+    return Ranks(dist.get_rank() if world_size > 1 else 0, world_size, where, compute)
+
+
+def teardown(ranks: Ranks) -> None:
+    if ranks.distributed and dist.is_initialized():
+        dist.barrier()  # no rank leaves while another still uses the group
+        dist.destroy_process_group()
+
+
+def decoder_layers(model: Any) -> list[torch.nn.Module]:
+    """The model's transformer blocks (the classes transformers names in `_no_split_modules`)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    names = set(getattr(base, "_no_split_modules", None) or [])
+    return [m for m in model.modules() if type(m).__name__ in names]
+
+
+def prepare(model: Any, ranks: Ranks, *, compile: bool = False, activation_checkpointing: bool = False) -> Any:
+    """Move the (whole, loaded) model to its device and, with several ranks, shard it."""
+    if activation_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if hasattr(model, "enable_input_require_grads"):
+            model.enable_input_require_grads()  # LoRA: frozen embeddings would cut the checkpointed graph
+    layers = decoder_layers(model)
+    if compile:
+        for layer in layers:
+            layer.compile()
+    if not ranks.distributed:
+        return model.to(ranks.device)
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mp = MixedPrecisionPolicy(param_dtype=ranks.compute_dtype, reduce_dtype=torch.float32)
+    model.to(ranks.device)
+    for layer in layers:
+        fully_shard(layer, mp_policy=mp)
+    fully_shard(model, mp_policy=mp)
+    return model
+
+
+def assign(token_counts: Sequence[int], world_size: int) -> list[list[int]]:
+    """Micro-batch indices per rank, balanced by tokens (each rank's list in increasing order)."""
+    loads, shares = [0] * world_size, [[] for _ in range(world_size)]  # type: list[int], list[list[int]]
+    for i in sorted(range(len(token_counts)), key=lambda i: -token_counts[i]):
+        lightest = loads.index(min(loads))
+        loads[lightest] += token_counts[i]
+        shares[lightest].append(i)
+    return [sorted(s) for s in shares]
+
+
+def all_sum(values: dict[str, float], ranks: Ranks) -> dict[str, float]:
+    if not ranks.distributed:
+        return values
+    totals = torch.tensor(list(values.values()), dtype=torch.float64, device=ranks.device)
+    dist.all_reduce(totals)
+    return dict(zip(values, totals.tolist()))
+
+
+def full_value(tensor: torch.Tensor) -> float:
+    """A scalar that may be a DTensor (e.g. the grad norm of sharded parameters) as a float."""
+    return float(tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor)

@@ -1,0 +1,110 @@
+"""The vLLM backend without vLLM: the command line looprl starts it with, its interpreter, the engine
+factory, and the orchestrator following the model name `/update_weights` answers (LoRA adapters)."""
+
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from looprl.config import InferenceConfig
+from looprl.errors import UserError
+from looprl.inference.backends import engine_process
+from looprl.inference.process import EngineProcess
+from looprl.inference.vllm import launch
+from looprl.inference.vllm.launch import VllmProcess, max_lora_rank, vllm_python
+from looprl.inference.vllm.template import model_chat_template
+from looprl.orchestrator.weights import WeightSync
+
+
+def test_the_embedded_engine_stays_the_default(tiny_model_dir):
+    engine = engine_process(InferenceConfig(), str(tiny_model_dir))
+    assert type(engine) is EngineProcess and engine.command()[1:4] == ["-m", "looprl.cli", "inference"]
+
+
+def test_vllm_command_line(tiny_model_dir, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")  # the deployment's inference_gpus, set by the launcher
+    cfg = InferenceConfig(backend="vllm", vllm_python="/opt/vllm/bin/python", max_batch_size=8,
+                          vllm_args=["--dtype", "bfloat16"])
+    engine = engine_process(cfg, str(tiny_model_dir), lora_rank=12, port=8123)
+    assert isinstance(engine, VllmProcess)
+    command = engine.command()
+    assert command[:3] == ["/opt/vllm/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
+    flags = " ".join(command)
+    for expected in (f"--model {tiny_model_dir}", f"--served-model-name {tiny_model_dir}", "--port 8123",
+                     "--middleware looprl.inference.vllm.routes.looprl_routes",
+                     "--worker-extension-cls looprl.inference.vllm.worker.WeightLoader",
+                     "--enable-auto-tool-choice --tool-call-parser hermes", "--enable-lora --max-lora-rank 16",
+                     "--tensor-parallel-size 2", "--max-num-seqs 8"):
+        assert expected in flags
+    assert command[-2:] == ["--dtype", "bfloat16"]  # the user's flags come last and win
+    env = engine.environment()
+    try:
+        template = Path(command[command.index("--chat-template") + 1]).read_text()  # the tiny model's has no tools
+        assert "<tool_call>" in template and template.endswith(model_chat_template(tiny_model_dir))
+        assert env["CUDA_VISIBLE_DEVICES"] == "2,3" and env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+        [link] = Path(env["PYTHONPATH"]).iterdir()  # looprl's package, nothing else
+        assert link.name == "looprl" and (link / "inference" / "vllm" / "worker.py").is_file()
+    finally:
+        engine.stop()
+
+
+def test_no_lora_no_tool_parser(tiny_model_dir):
+    cfg = InferenceConfig(backend="vllm", vllm_python="python", tool_call_parser=None)
+    flags = engine_process(cfg, str(tiny_model_dir)).command()
+    assert "--enable-lora" not in flags and "--tool-call-parser" not in flags
+
+
+def test_vllm_python_resolution(tmp_path, monkeypatch):
+    assert vllm_python("/given/python") == "/given/python"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(launch.importlib.util, "find_spec", lambda name: object())
+    assert vllm_python() == sys.executable
+    monkeypatch.setattr(launch.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(launch, "VENV", "no-such-venv")
+    with pytest.raises(UserError, match="needs vLLM"):
+        vllm_python()
+    (tmp_path / "no-such-venv" / "bin").mkdir(parents=True)
+    (tmp_path / "no-such-venv" / "bin" / "python").touch()
+    assert vllm_python() == str(tmp_path / "no-such-venv" / "bin" / "python")
+
+
+def test_max_lora_rank_rounds_up_to_what_vllm_accepts():
+    assert [max_lora_rank(r) for r in (1, 8, 9, 16, 17, 64)] == [1, 8, 16, 16, 32, 64]
+
+
+async def test_weight_sync_follows_the_model_the_engine_names(tmp_path, monkeypatch):
+    names = []
+    sync = WeightSync("http://engine", tmp_path, on_model=names.append)
+
+    async def post(self, url, json):
+        return httpx.Response(200, json={"version": json["version"], "path": json["path"], "model": "m-step-3"})
+
+    monkeypatch.setattr(httpx.AsyncClient, "post", post)
+    await sync.load(tmp_path, 3)
+    assert sync.version == 3 and names == ["m-step-3"]
+
+
+def test_the_tool_template_renders_the_embedded_engines_prompts(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    from looprl.inference import protocol as p
+    from looprl.inference.chat import render_prompt
+    from looprl.inference.vllm.template import tool_template_for
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {}}}}]
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": {"a": 1}}}
+    turns = [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+             {"role": "tool", "tool_call_id": "c1", "content": "2"},
+             {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+             {"role": "assistant", "content": "2"}, {"role": "user", "content": "and 2+2?"}]
+    for system in ([], [{"role": "system", "content": "Be brief."}]):
+        for schemas in (tools, None):
+            messages = system + turns
+            text = tokenizer.apply_chat_template(messages, tools=schemas,
+                                                 chat_template=tool_template_for(tiny_model_dir),
+                                                 tokenize=False, add_generation_prompt=True)
+            expected = render_prompt(tokenizer, [p.ChatMessage(**m) for m in messages],
+                                     [p.Tool(**t) for t in schemas] if schemas else None)
+            assert tokenizer(text, add_special_tokens=False)["input_ids"] == expected

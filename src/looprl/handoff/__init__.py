@@ -9,7 +9,8 @@ N optimizer steps (version 0: the initial model).
 | `steps/step_N/batch.json`        | `TrainBatch`                 | orchestrator -> trainer                 |
 |   its packed rows                | `MicroBatch`, `Tree`         | orchestrator packing -> trainer step    |
 | `steps/step_N/trainer.json`      | `TrainerReport`              | trainer -> orchestrator (run store)     |
-|   its `rollout_logprobs`         | `Tree.rollout_ids`, `samples`| trainer step -> `model_calls` column    |
+|   its `rollout_logprobs`         | `Tree.rollout_ids`/`samples`,| trainer step -> orchestrator, split per |
+|                                  | `sample_segments`            | call into `model_calls.trainer_logprobs`|
 | `broadcasts/step_N/` + `STABLE`  | `mark_stable`, `is_stable`,  | trainer -> orchestrator, which has the  |
 |                                  | `newest_broadcast`           | engine load it (`POST /update_weights`) |
 | `checkpoints/step_N/`            | `latest_checkpoint`          | trainer -> launcher (`--resume`)        |

@@ -11,6 +11,10 @@ computing each group's shared prompt once.
 The two alternate step by step, so load from other processes hits both alike. Throughput counts
 real tokens (prompt + completion, no padding) per second.
 
+`looprl+logprobs` is looprl's step as the trainer runs it: also collecting every loss token's
+logprob per rollout and serialising them into the step's report (`TrainerReport`); set beside plain
+`looprl`, it is the cost of the inspector's trainer logprobs.
+
     .venv/bin/python bench/train_step.py [--model smollm2-135m-instruct] [--samples 16] [--steps 3]
 """
 
@@ -26,6 +30,7 @@ from typing import Any
 import torch
 
 from looprl.config import OrchestratorConfig
+from looprl.handoff import TrainerReport
 from looprl.models import DEFAULT_MODEL
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.training_samples import TrainingSample
@@ -34,6 +39,8 @@ from looprl.trainer.logprobs import token_logprobs
 from looprl.trainer.loss import clipped
 from looprl.trainer.model import load_policy
 from looprl.trainer.optim import build_optimizer, build_scheduler
+from looprl.trainer.parallel import Ranks
+from looprl.trainer.rollout_logprobs import RolloutLogprobs
 from looprl.trainer.step import train_step
 
 LR = 1e-6
@@ -44,7 +51,7 @@ def synthetic_batch(model: Any, args: argparse.Namespace) -> list[TrainingSample
     rng = random.Random(0)
     vocab = model.config.vocab_size
     samples = []
-    for g in range(args.samples // args.group_size):
+    for _ in range(args.samples // args.group_size):
         rewards = [float(rng.random() < 0.5) for _ in range(args.group_size)]
         rewards[0] = 1.0 - rewards[1]  # every group has signal
         advantages = group_advantages(rewards).advantages
@@ -55,9 +62,18 @@ def synthetic_batch(model: Any, args: argparse.Namespace) -> list[TrainingSample
             mask = [False] * len(prompt) + [True] * len(completion)
             with torch.no_grad():
                 logprobs, _ = token_logprobs(model, torch.tensor(ids), torch.arange(len(ids)), torch.tensor(mask))
-            samples.append(TrainingSample(rollout_id=f"g{g}", token_ids=ids, loss_mask=mask, advantage=advantage or 0.0,
-                                          inference_logprobs=logprobs.tolist()))
+            samples.append(TrainingSample(rollout_id=f"r{len(samples)}", token_ids=ids, loss_mask=mask,
+                                          advantage=advantage or 0.0, inference_logprobs=logprobs.tolist()))
     return samples
+
+
+def looprl_step_with_logprobs(model: Any, optimizer: Any, scheduler: Any, micro_batches: list[Any]) -> None:
+    """The trainer loop's step: the train step collecting per-rollout logprobs, then its report as JSON."""
+    collected = RolloutLogprobs()
+    metrics = train_step(model, optimizer, scheduler, micro_batches, clipped.token_loss, rollout_logprobs=collected)
+    reported = collected.gather(Ranks())
+    assert reported is not None
+    TrainerReport(step=1, metrics=metrics, rollout_logprobs=reported).model_dump_json()
 
 
 def trl_inputs(samples: list[TrainingSample], pad_id: int) -> dict[str, torch.Tensor]:
@@ -134,6 +150,7 @@ def main() -> None:
         trainer = trl_trainer(trl_model, tokenizer, args, out_dir)
         runs: dict[str, Any] = {
             "looprl": lambda: train_step(looprl_model, optimizer, scheduler, micro_batches, clipped.token_loss),
+            "looprl+logprobs": lambda: looprl_step_with_logprobs(looprl_model, optimizer, scheduler, micro_batches),
             "trl": lambda: trl_step(trainer, inputs),
         }
         times: dict[str, list[float]] = {name: [] for name in runs}
@@ -145,9 +162,11 @@ def main() -> None:
                     times[name].append(time.perf_counter() - start)
     for name, ts in times.items():
         median = statistics.median(ts)
-        print(f"{name:>7}: {median:6.2f} s/step (median of {len(ts)}), {tokens / median:7.0f} tokens/s")
+        print(f"{name:>15}: {median:6.2f} s/step (median of {len(ts)}), {tokens / median:7.0f} tokens/s")
     ratio = statistics.median(times["trl"]) / statistics.median(times["looprl"])
     print(f"looprl / TRL training throughput: {ratio:.2f}x (target >= 1.5x)")
+    cost = statistics.median(times["looprl+logprobs"]) / statistics.median(times["looprl"]) - 1
+    print(f"per-rollout trainer logprobs (collected and serialised): {100 * cost:+.1f}% step time")
 
 
 if __name__ == "__main__":

@@ -227,7 +227,9 @@ def test_token_view_of_a_real_run(real_page):
     assert "sampler logprob" in tokens.first.get_attribute("title")
     assert not tokens.first.evaluate("el => el.classList.contains('ids')")  # decoded with the run's tokenizer
     expect(page.locator("[data-part=trained]")).to_contain_text("trained with advantage")
-    expect(page.locator("[data-part=trainer]")).to_have_text("Trainer logprobs not recorded for this run.")
+    expect(page.locator("[data-part=trainer]")).to_have_count(0)  # the trainer reported its logprobs
+    assert "trainer logprob" in tokens.first.get_attribute("title")
+    expect(page.locator(".token-call")).to_contain_text("max |mismatch|")
     page.locator(".token-details summary").click()
     expect(page.locator(".token-table tbody tr")).to_have_count(6)
     shot(page, "tokens")

@@ -67,6 +67,28 @@ def store_steps(run: Path) -> tuple[list[int], list[tuple[int, int]]]:
     return steps, [(step, count - int(dropped.get(step) or 0)) for step, count in rollouts]
 
 
+def check_trainer_logprobs(run: Path) -> None:
+    """Every trained rollout's calls carry the trainer's logprobs; the inspector's token view of one
+    shows them, close to the sampler's at step 1 (the same weights)."""
+    from fastapi.testclient import TestClient
+
+    from looprl.inspector.app import create_app
+
+    with closing(sqlite3.connect(run / "looprl.db")) as db:
+        trained = [r[0] for r in db.execute("SELECT rollout_id FROM rollouts WHERE split='train' AND advantage "
+                                            "IS NOT NULL ORDER BY step, rowid")]
+        missing = db.execute("SELECT COUNT(*) FROM model_calls c JOIN rollouts r USING (rollout_id) WHERE "
+                             "r.advantage IS NOT NULL AND c.status=200 AND c.trainer_logprobs IS NULL").fetchone()[0]
+        eval_calls = db.execute("SELECT COUNT(*) FROM model_calls c JOIN rollouts r USING (rollout_id) WHERE "
+                                "r.split='eval' AND c.trainer_logprobs IS NOT NULL").fetchone()[0]
+    assert trained and missing == 0 and eval_calls == 0
+    view = TestClient(create_app([run])).get(f"/api/runs/run/rollouts/{trained[0]}/tokens").json()
+    assert view["trained"] and view["trainer_logprobs_recorded"]
+    for call in view["calls"]:
+        assert len(call["trainer_logprobs"]) == len(call["logprobs"]) == len(call["token_ids"]) > 0
+        assert max(abs(t - s) for t, s in zip(call["trainer_logprobs"], call["logprobs"])) < 1e-2
+
+
 def test_rl_runs_checkpoints_and_resumes(tmp_path):
     cfg = config(tmp_path)
     run = tmp_path / "run"
@@ -89,6 +111,7 @@ def test_rl_runs_checkpoints_and_resumes(tmp_path):
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_2", "step_3"]
     assert (run / "config.toml").is_file()
     assert store_steps(run) == ([1, 2, 3], [(1, 8), (2, 8), (3, 8)])
+    check_trainer_logprobs(run)
 
     rows = [json.loads(line) for line in looprl("metrics", str(run), "--json").stdout.splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]

@@ -9,6 +9,8 @@ N optimizer steps (version 0: the initial model).
 | `steps/step_N/batch.json`        | `TrainBatch`                 | orchestrator -> trainer                 |
 |   its packed rows                | `MicroBatch`, `Tree`         | orchestrator packing -> trainer step    |
 | `steps/step_N/trainer.json`      | `TrainerReport`              | trainer -> orchestrator (run store)     |
+|   its `rollout_logprobs`         | `Tree.rollout_ids`/`samples`,| trainer step -> orchestrator, split per |
+|                                  | `sample_segments`            | call into `model_calls.trainer_logprobs`|
 | `broadcasts/step_N/` + `STABLE`  | `mark_stable`, `is_stable`,  | trainer -> orchestrator, which has the  |
 |                                  | `newest_broadcast`           | engine load it (`POST /update_weights`) |
 | `checkpoints/step_N/`            | `latest_checkpoint`          | trainer -> launcher (`--resume`)        |
@@ -20,7 +22,7 @@ Files are written to a temporary sibling and renamed into place (`write_model`),
 is imported here.
 """
 
-from looprl.handoff.batch import MicroBatch, Segment, Tree, row_segments
+from looprl.handoff.batch import MicroBatch, Segment, Tree, row_segments, sample_owner, sample_segments
 from looprl.handoff.files import await_model, read_model, wait_model, write_model
 from looprl.handoff.step_dirs import STABLE, is_stable, latest_checkpoint, mark_stable, newest_broadcast, step_dirs
 from looprl.handoff.steps import TrainBatch, TrainerReport
@@ -39,6 +41,8 @@ __all__ = [
     "newest_broadcast",
     "read_model",
     "row_segments",
+    "sample_owner",
+    "sample_segments",
     "step_dirs",
     "wait_model",
     "write_model",

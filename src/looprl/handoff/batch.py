@@ -31,6 +31,10 @@ class Tree(BaseModel):
     """The rollout of each branch, in order; a tree with no branches has one, its sample's. Packing
     always fills it (so the trainer can report per rollout); it is empty only for a row laid out by
     hand, such as one sequence scored on its own."""
+    samples: list[int] = []
+    """Which of its rollout's samples each of `rollout_ids` is (0, 1, ...: call order), so the trainer
+    can put a rollout's loss tokens back in call order when its samples land in different rows; empty
+    means all 0."""
 
     @property
     def length(self) -> int:
@@ -56,6 +60,21 @@ def row_segments(trees: Sequence[Tree]) -> list[Segment]:
             segments.append(Segment(t, b, offset, offset + n))
             offset += n
     return segments
+
+
+def sample_segments(trees: Sequence[Tree]) -> list[Segment]:
+    """The segments that are one sample's own tokens, in order: a lone sample whole, each branch of a
+    shared prompt (the prompt carries no loss and belongs to no one sample)."""
+    return [seg for seg in row_segments(trees) if seg.branch or not trees[seg.tree].branches]
+
+
+def sample_owner(tree: Tree, seg: Segment) -> tuple[str, int] | None:
+    """`(rollout id, index among its rollout's samples)` of a sample segment of `tree`, or None for a
+    row laid out by hand (no rollout ids)."""
+    i = max(seg.branch - 1, 0)
+    if i >= len(tree.rollout_ids):
+        return None
+    return tree.rollout_ids[i], tree.samples[i] if tree.samples else 0
 
 
 class MicroBatch(BaseModel):

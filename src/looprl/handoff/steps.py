@@ -26,7 +26,12 @@ class TrainBatch(BaseModel):
 
 
 class TrainerReport(BaseModel):
-    """Produced by the trainer after step N's update and broadcast; the orchestrator stores the metrics."""
+    """Produced by the trainer after step N's update and broadcast; the orchestrator stores the metrics,
+    and the logprobs on the rollouts' model calls (`model_calls.trainer_logprobs`)."""
 
     step: int
     metrics: dict[str, float]
+    rollout_logprobs: dict[str, list[float]] = Field(default_factory=dict)
+    """Per rollout id, the trainer's logprob of each of its loss tokens, in call order (the concatenated
+    completions of its trainable calls), under the weights before this step's update: the values the
+    loss used, comparable to the engine's."""

@@ -2,8 +2,7 @@
 
 Kept apart from `looprl.store.reader` (the CLI's reader) because only the inspector asks these:
 siblings' final replies, search snippets, an example's history, reward histograms, model calls'
-tokens. Every query is parameterised. `model_calls.trainer_logprobs` (a JSON list per call, the
-trainer's logprob of each completion token) is read when the store has that column.
+tokens. Every query is parameterised.
 """
 
 from __future__ import annotations
@@ -103,11 +102,10 @@ def reward_histogram(conn: sqlite3.Connection, run_id: str, split: str,
 
 
 def model_call_tokens(conn: sqlite3.Connection, rollout_id: str) -> list[dict[str, Any]]:
-    """Each model call's index, status, finish reason, token ids and logprobs (and trainer logprobs when stored)."""
-    trainer = "trainer_logprobs" if has_column(conn, "model_calls", "trainer_logprobs") else "NULL"
+    """Each model call's index, status, finish reason, token ids, sampler and trainer logprobs (None if not stored)."""
     rows = conn.execute(
-        f"SELECT idx, status, finish_reason, prompt_token_ids IS NOT NULL, completion_token_ids, completion_logprobs, "
-        f"{trainer} FROM model_calls WHERE rollout_id=? ORDER BY idx", (rollout_id,)).fetchall()
+        "SELECT idx, status, finish_reason, prompt_token_ids IS NOT NULL, completion_token_ids, completion_logprobs, "
+        "trainer_logprobs FROM model_calls WHERE rollout_id=? ORDER BY idx", (rollout_id,)).fetchall()
     keys = ("idx", "status", "finish_reason", "has_prompt_ids", "token_ids", "logprobs", "trainer_logprobs")
     out = []
     for row in rows:
@@ -116,10 +114,6 @@ def model_call_tokens(conn: sqlite3.Connection, rollout_id: str) -> list[dict[st
             call[key] = None if call[key] is None else json.loads(call[key])
         out.append(call)
     return out
-
-
-def has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
-    return any(row[1] == column for row in conn.execute(f"PRAGMA table_info({table})"))
 
 
 def run_config(conn: sqlite3.Connection, run_id: str) -> tuple[str, str, dict[str, Any]]:

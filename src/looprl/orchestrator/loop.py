@@ -15,7 +15,8 @@ For each step N (from 1):
    with no non-zero advantage are skipped and counted.
 5. Samples from the recorded calls, packed by token budget into `steps/step_N/batch.json`.
 6. Store: the rollouts at once (before the batch is handed over), each with the components it was
-   zero-filled on; the step's metrics when the trainer's report for step N arrives (kept in
+   zero-filled on; the step's metrics, and the trainer's logprobs on the calls it trained, when the
+   trainer's report for step N arrives (the metrics kept in
    `steps/step_N/orchestrator.json` meanwhile, so a crash cannot lose them: `--resume` stores what
    it finds missing).
 
@@ -41,7 +42,7 @@ from looprl.orchestrator.example_order import ExampleOrder
 from looprl.orchestrator.inflight import GroupPool
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.step_metrics import first_request, lag_metrics, rollout_metrics, summary_line
-from looprl.orchestrator.training_samples import build_samples
+from looprl.orchestrator.training_samples import build_samples, loss_calls, per_call
 from looprl.orchestrator.weights import WeightSync
 from looprl.paths import batch_path, progress_path, rollout_metrics_path, trainer_report_path
 from looprl.session import Group, RolloutSession
@@ -67,6 +68,8 @@ class Orchestrator:
             json_logging=cfg.log.json_logging)
         self.session.summary = {"steps": cfg.max_steps}
         self.pending: dict[int, dict[str, Any]] = {}
+        self.loss_calls: dict[str, list[tuple[int, int]]] = {}
+        """Per rollout trained and not yet stored: `(call idx, completion tokens)` its loss tokens came from."""
         self.unused_weights = UnusedWeights(cfg.orchestrator.reward_weights)
 
     async def run(self, resume_step: int) -> None:
@@ -133,6 +136,8 @@ class Orchestrator:
                     built = build_samples(result.rollout_id, calls, advantage)
                     samples += built
                     breaks += max(0, len(built) - 1)
+                    if built:
+                        self.loss_calls[result.rollout_id] = loss_calls(calls)
                 records.append(self.session.record(result, calls, step, reward, None if adv.skipped else advantage))
         mark_zero_filled(records)  # the batch; dropped groups are in none
         micro_batches = pack(samples, ocfg.token_budget)
@@ -181,19 +186,23 @@ class Orchestrator:
         reader = RunStoreReader(self.run_dir)
         try:
             stored = {row["step"] for row in reader.steps(self.session.run_id)}
+            for step in range(1, resume_step + 1):
+                report = read_model(trainer_report_path(self.run_dir, step), TrainerReport)
+                path = rollout_metrics_path(self.run_dir, step)
+                if step not in stored and report is not None and path.is_file():
+                    self.pending[step] = json.loads(path.read_text())
+                    self.loss_calls.update({r: loss_calls(reader.model_calls(r)) for r in report.rollout_logprobs})
+                    self.store_step(step, report)
         finally:
             reader.close()
-        for step in range(1, resume_step + 1):
-            report = read_model(trainer_report_path(self.run_dir, step), TrainerReport)
-            path = rollout_metrics_path(self.run_dir, step)
-            if step not in stored and report is not None and path.is_file():
-                self.pending[step] = json.loads(path.read_text())
-                self.store_step(step, report)
 
     def store_step(self, step: int, report: TrainerReport) -> None:
         metrics = self.pending.pop(step) | {f"train/{k}": v for k, v in report.metrics.items()}
         assert self.session.writer is not None
         self.session.writer.write_step(self.session.run_id, step, metrics)
+        self.session.writer.write_trainer_logprobs(
+            (rollout_id, idx, values) for rollout_id, logprobs in report.rollout_logprobs.items()
+            for idx, values in per_call(self.loss_calls.pop(rollout_id, []), logprobs) or [])
         get_logger().info(summary_line(step, metrics))
 
     async def finish(self) -> None:

@@ -11,7 +11,8 @@
 
 One packed row per micro-batch, no padding; the trainer's attention mask lets each continuation see
 its prompt and itself only, so the loss is exactly that of separate sequences. Each tree keeps the
-rollout id of every sample in it (`Tree.rollout_ids`), so the trainer can report per rollout.
+rollout id of every sample in it (`Tree.rollout_ids`, with the sample's index among its rollout's:
+`Tree.samples`), so the trainer can report per rollout.
 """
 
 from __future__ import annotations
@@ -90,9 +91,10 @@ def micro_batch(trees: Sequence[Group]) -> MicroBatch:
             batch.inference_logprobs += [0.0] * prefix
             batch.advantages += [0.0] * prefix
             batch.trees.append(Tree(prefix=prefix, branches=[len(s.token_ids) - prefix for s in group],
-                                    rollout_ids=[s.rollout_id for s in group]))
+                                    rollout_ids=[s.rollout_id for s in group], samples=[s.index for s in group]))
         else:
-            batch.trees.append(Tree(prefix=len(group[0].token_ids), rollout_ids=[group[0].rollout_id]))
+            batch.trees.append(Tree(prefix=len(group[0].token_ids), rollout_ids=[group[0].rollout_id],
+                                    samples=[group[0].index]))
         for s in group:
             n = len(s.token_ids)
             batch.token_ids += s.token_ids[prefix:]

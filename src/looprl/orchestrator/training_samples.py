@@ -9,6 +9,9 @@ turns differently) starts a new sample. Each sample carries the rollout's advant
 
 Calls without token ids or logprobs (a failed call, an upstream without vLLM's token extensions)
 cannot be trained on and are left out; the next trainable call then starts a new sample.
+
+So a rollout's loss tokens, its samples taken in order, are its trainable calls' completions one
+after another (`loss_calls`): how the trainer's per-rollout logprobs are split back onto the calls.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class TrainingSample(BaseModel):
     inference_logprobs: list[float]
     """The engine's logprob of each generated token; 0.0 where `loss_mask` is False."""
     advantage: float
+    index: int = 0
+    """Its position among its rollout's samples (call order)."""
 
     @property
     def loss_tokens(self) -> int:
@@ -53,7 +58,7 @@ def build_samples(rollout_id: str, calls: Sequence[ModelCall], advantage: float)
             new_prompt = prompt[len(current.token_ids):]
         else:
             current = TrainingSample(rollout_id=rollout_id, token_ids=[], loss_mask=[], inference_logprobs=[],
-                                     advantage=advantage)
+                                     advantage=advantage, index=len(samples))
             samples.append(current)
             new_prompt = prompt
         current.token_ids += new_prompt + completion
@@ -64,3 +69,20 @@ def build_samples(rollout_id: str, calls: Sequence[ModelCall], advantage: float)
 
 def extends(prompt: Sequence[int], sequence: Sequence[int]) -> bool:
     return len(prompt) >= len(sequence) and list(prompt[: len(sequence)]) == list(sequence)
+
+
+def loss_calls(calls: Sequence[ModelCall]) -> list[tuple[int, int]]:
+    """`(idx, completion tokens)` of each call the samples train on, in call order."""
+    return [(c.idx, len(c.completion_token_ids or [])) for c in sorted(calls, key=lambda c: c.idx) if c.trainable]
+
+
+def per_call(spans: Sequence[tuple[int, int]], values: Sequence[float]) -> list[tuple[int, list[float]]] | None:
+    """A rollout's per-loss-token `values` split onto its calls (`loss_calls`): `(idx, values)` each; None
+    when the counts disagree (a sample whose very first token was generated: no logprob predicts it)."""
+    if sum(n for _, n in spans) != len(values):
+        return None
+    out, start = [], 0
+    for idx, n in spans:
+        out.append((idx, list(values[start:start + n])))
+        start += n
+    return out

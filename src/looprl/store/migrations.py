@@ -36,7 +36,12 @@ def _v1_to_v2(conn: sqlite3.Connection) -> None:
                       for rollout_id, scope, emitted, reward in rows if reward is not None and names[scope] - emitted])
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2}
+def _v2_to_v3(conn: sqlite3.Connection) -> None:
+    """Add `model_calls.trainer_logprobs` (NULL: not recorded, as for every call trained before)."""
+    conn.execute("ALTER TABLE model_calls ADD COLUMN trainer_logprobs TEXT")
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 """From-version -> migration to the next version."""
 
 

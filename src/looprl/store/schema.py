@@ -12,7 +12,8 @@ Tables
   and the reader's row listings are built from it). `rewards` holds the components exactly as the
   env emitted them, `zero_filled` the names the batch's other rollouts emitted and this one did not
   (they counted as 0), `reward` the aggregated total.
-- `model_calls`: every model call a rollout made through the gateway, with token ids and logprobs.
+- `model_calls`: every model call a rollout made through the gateway, with token ids and logprobs;
+  `trainer_logprobs` is set once the trainer has trained on the call (its report for the step).
 - `rollout_logs`: the stdlib `logging` records attributed to each rollout.
 - `rollouts_fts`, `rollout_logs_fts`: full-text indexes (FTS5, trigram tokenizer, so any substring
   matches) over transcripts and log messages, kept in sync by triggers.
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,8 @@ CREATE TABLE IF NOT EXISTS model_calls (
     prompt_token_ids      TEXT,              -- JSON list, NULL when the upstream returned none
     completion_token_ids  TEXT,
     completion_logprobs   TEXT,
-    error                 TEXT
+    error                 TEXT,
+    trainer_logprobs      TEXT               -- JSON list: the trainer's logprob of each completion token
 );
 CREATE INDEX IF NOT EXISTS model_calls_by_rollout ON model_calls (rollout_id, idx);
 

@@ -1,7 +1,8 @@
 """The run store's only writer.
 
 Creates `looprl.db` (WAL, `busy_timeout`) or migrates an older one (`migrations.upgrade`), and
-appends runs, steps, rollouts with their model calls and log records; a rollout's columns are
+appends runs, steps, rollouts with their model calls and log records (and, once the trainer reports
+a step, its logprobs on the calls it trained); a rollout's columns are
 `schema.ROLLOUT_COLUMNS`, read from the `RolloutRecord` attributes of the same names. Each
 `write_rollouts` call is one transaction, so readers never see a rollout without its logs. Calls are
 synchronous and short; async callers run them with `asyncio.to_thread` (the internal lock makes that
@@ -38,6 +39,10 @@ SETTLE_S = 2.0
 
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _json_or_null(value: Any) -> str | None:
+    return None if value is None else _json(value)
 
 
 class RunStoreWriter:
@@ -101,18 +106,24 @@ class RunStoreWriter:
             self._conn.executemany("UPDATE rollouts SET zero_filled=? WHERE rollout_id=?",
                                    [(_json(r.zero_filled), r.rollout_id) for r in rollouts])
 
+    def write_trainer_logprobs(self, calls: Iterable[tuple[str, int, list[float]]]) -> None:
+        """Store `(rollout_id, call idx, logprobs)`: the trainer's logprob of each of the call's completion
+        tokens (its report for a step), in one transaction."""
+        with self._lock, self._transaction():
+            self._conn.executemany("UPDATE model_calls SET trainer_logprobs=? WHERE rollout_id=? AND idx=?",
+                                   [(_json(values), rollout_id, idx) for rollout_id, idx, values in calls])
+
     def _insert_rollout(self, r: RolloutRecord) -> None:
         self._conn.execute(_INSERT_ROLLOUT, [_json(getattr(r, c.name)) if c.json else getattr(r, c.name)
                                              for c in ROLLOUT_COLUMNS])
         self._conn.executemany(
             "INSERT INTO model_calls (run_id, rollout_id, idx, started_at, latency_s, status, finish_reason, "
-            "prompt_tokens, completion_tokens, prompt_token_ids, completion_token_ids, completion_logprobs, error) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "prompt_tokens, completion_tokens, prompt_token_ids, completion_token_ids, completion_logprobs, error, "
+            "trainer_logprobs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(r.run_id, r.rollout_id, c.idx, c.started_at, c.latency_s, c.status, c.finish_reason,
-              c.prompt_tokens, c.completion_tokens,
-              None if c.prompt_token_ids is None else _json(c.prompt_token_ids),
-              None if c.completion_token_ids is None else _json(c.completion_token_ids),
-              None if c.completion_logprobs is None else _json(c.completion_logprobs), c.error)
+              c.prompt_tokens, c.completion_tokens, _json_or_null(c.prompt_token_ids),
+              _json_or_null(c.completion_token_ids), _json_or_null(c.completion_logprobs), c.error,
+              _json_or_null(c.trainer_logprobs))
              for c in r.model_calls],
         )
         self._conn.executemany(

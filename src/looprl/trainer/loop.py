@@ -3,7 +3,8 @@
 For each step N (from 1): wait for the orchestrator's `steps/step_N/batch.json`, take one optimizer
 step on it (token-level policy gradient with importance ratios against the engine's logprobs, see
 `trainer.step`), broadcast the new weights to `broadcasts/step_N/` (the orchestrator loads them into
-the engine), report the step's metrics in `steps/step_N/trainer.json`, then write a checkpoint when
+the engine), report the step's metrics and every loss token's logprob per rollout
+(`trainer.rollout_logprobs`) in `steps/step_N/trainer.json`, then write a checkpoint when
 one is due (`trainer.checkpoint`: kept every `interval` steps and after the last; otherwise a
 resumable state every `resume_every_s` seconds). The report comes after the broadcast, so when the
 orchestrator reads it the broadcast is already stable, and before the checkpoint, so a checkpoint
@@ -41,6 +42,7 @@ from looprl.trainer.lora import add_lora
 from looprl.trainer.loss import select
 from looprl.trainer.model import load_policy
 from looprl.trainer.optim import build_optimizer, build_scheduler
+from looprl.trainer.rollout_logprobs import RolloutLogprobs
 from looprl.trainer.step import train_step
 from looprl.trainer.weights import full_state_dict
 from looprl.utils.logger import get_logger
@@ -86,16 +88,19 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
         started = time.perf_counter()
         batch = wait_model(batch_path(run_dir, step), TrainBatch)
         waited = time.perf_counter() - started
+        collected = RolloutLogprobs()
         metrics = train_step(model, optimizer, scheduler, batch.micro_batches, token_loss, normalize,
-                             tcfg.optim.max_grad_norm, ref_model, tcfg.loss.kl_coef, ranks)
+                             tcfg.optim.max_grad_norm, ref_model, tcfg.loss.kl_coef, ranks, collected)
+        rollout_logprobs = collected.gather(ranks)
         broadcast_start = time.perf_counter()
         state = full_state_dict(model, ranks)
         if state is not None:
             broadcast_weights(run_dir, step, model, state, tcfg.keep_broadcasts, adapter_only)
         metrics["broadcast_time_s"] = time.perf_counter() - broadcast_start
         metrics["wait_time_s"] = waited
-        if ranks.is_main:
-            write_model(trainer_report_path(run_dir, step), TrainerReport(step=step, metrics=metrics))
+        if rollout_logprobs is not None:  # rank 0
+            write_model(trainer_report_path(run_dir, step),
+                        TrainerReport(step=step, metrics=metrics, rollout_logprobs=rollout_logprobs))
         if is_kept(step) or time.monotonic() - last_checkpoint >= ccfg.resume_every_s:
             save_checkpoint(run_dir, step, model, tokenizer, optimizer, scheduler, batch.progress, state=state,
                             ranks=ranks, with_optimizer=step < cfg.max_steps or ccfg.final_optimizer)

@@ -11,7 +11,8 @@ same code runs either way:
 - `assign` hands out a step's micro-batches by tokens (longest first, to the least loaded rank), so
   ranks finish together; every rank runs as many passes as the busiest (the others pad with
   zero-weight passes), since each FSDP pass is a collective.
-- `all_sum` adds a step's metric totals over ranks.
+- `all_sum` adds a step's metric totals over ranks; `gather_objects` collects a picklable value of
+  each rank on rank 0 (the step's per-rollout logprobs).
 
 The loss weights are computed over the whole step on every rank (`trainer.step`), and FSDP averages
 gradients over ranks, so the step scales each rank's loss by `world_size`: the update equals the
@@ -120,6 +121,15 @@ def all_sum(values: dict[str, float], ranks: Ranks) -> dict[str, float]:
     totals = torch.tensor(list(values.values()), dtype=torch.float64, device=ranks.device)
     dist.all_reduce(totals)
     return dict(zip(values, totals.tolist()))
+
+
+def gather_objects(value: Any, ranks: Ranks) -> list[Any] | None:
+    """Every rank's `value`, in rank order, on rank 0; None on the others (a collective)."""
+    if not ranks.distributed:
+        return [value]
+    out: list[Any] | None = [None] * ranks.world_size if ranks.is_main else None
+    dist.gather_object(value, out, dst=0)
+    return out
 
 
 def full_value(tensor: torch.Tensor) -> float:

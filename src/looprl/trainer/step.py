@@ -10,7 +10,9 @@
 Metrics are means over the step's loss tokens: `entropy` of the policy, `mismatch_kl` (k3 estimate
 of KL(inference || trainer) on the sampled tokens: ~0 when both run the same weights, growing with
 kernel mismatch and off-policy lag), `clipped_frac`, plus `loss`, `grad_norm`, `lr` and throughput
-(`tokens` are the tokens computed: a prompt shared by siblings counts once).
+(`tokens` are the tokens computed: a prompt shared by siblings counts once). Given a
+`RolloutLogprobs`, the step also keeps the logprob of every loss token from those same passes, per
+rollout, for the trainer's report.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from typing import Any
 
 import torch
 
-from looprl.handoff import MicroBatch, Tree, row_segments
+from looprl.handoff import MicroBatch, sample_segments
 from looprl.trainer.logprobs import token_logprobs
 from looprl.trainer.loss import TokenLoss, normalization, policy_loss
 from looprl.trainer.loss.kl import token_kl
 from looprl.trainer.parallel import Ranks, all_sum, assign, full_value
+from looprl.trainer.rollout_logprobs import RolloutLogprobs
 
 
 def train_step(
@@ -39,6 +42,7 @@ def train_step(
     ref_model: Any | None = None,
     kl_coef: float = 0.0,
     ranks: Ranks | None = None,
+    rollout_logprobs: RolloutLogprobs | None = None,
 ) -> dict[str, float]:
     start = time.perf_counter()
     ranks = ranks or Ranks()
@@ -69,8 +73,11 @@ def train_step(
         totals["loss"] += out.loss.item()
         totals["clipped_frac"] += out.clipped
         totals["ref_kl"] += out.kl
+        sampled = logprobs.detach()[mask]
         totals["entropy"] += float(entropy[mask].sum())
-        totals["mismatch_kl"] += float(token_kl(inference[mask], logprobs.detach()[mask]).sum())
+        totals["mismatch_kl"] += float(token_kl(inference[mask], sampled).sum())
+        if rollout_logprobs is not None:
+            rollout_logprobs.add(mb, sampled)
     totals = all_sum(totals, ranks)
     grad_norm = full_value(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
     lr = float(scheduler.get_last_lr()[0])
@@ -110,16 +117,11 @@ def step_weights(micro_batches: Sequence[MicroBatch], normalize: normalization.N
     masks, spans = [], []
     for i, mb in enumerate(micro_batches):
         loss = torch.tensor(mb.loss_mask)
-        for start, end in sequence_spans(mb.trees):
-            masks.append(loss[start:end])
-            spans.append((i, start, end))
+        for seg in sample_segments(mb.trees):
+            masks.append(loss[seg.start:seg.end])
+            spans.append((i, seg.start, seg.end))
     weights = [torch.zeros(len(mb.loss_mask)) for mb in micro_batches]
     for w, (i, start, end) in zip(normalize(masks), spans):
         weights[i][start:end] = w
     return weights
 
-
-def sequence_spans(trees: Sequence[Tree]) -> list[tuple[int, int]]:
-    """`(start, end)` in the row of each sample's loss-carrying tokens: a lone sample whole, each
-    branch of a shared prompt (the prompt carries no loss and belongs to no one sequence)."""
-    return [(seg.start, seg.end) for seg in row_segments(trees) if seg.branch or not trees[seg.tree].branches]

@@ -33,7 +33,7 @@ def version(run: Path) -> int:
 
 
 def test_fixtures_are_schema_1():
-    assert SCHEMA_VERSION == 2 and version(V1 / "eval") == 1 and version(V1 / "rl") == 1
+    assert SCHEMA_VERSION == 3 and version(V1 / "eval") == 1 and version(V1 / "rl") == 1
 
 
 def test_reader_migrates_an_eval_store_once(tmp_path):
@@ -49,6 +49,7 @@ def test_reader_migrates_an_eval_store_once(tmp_path):
                      ((), "model_error"): []}
     one = r.rollout(next(x.rollout_id for x in rows if x.zero_filled))
     assert one.messages[-1]["role"] == "assistant" and one.logs and one.model_calls[0].completion_token_ids
+    assert all(c.trainer_logprobs is None for c in one.model_calls)  # schema 3's column: none recorded then
     r.close()
     again = RunStoreReader(run)  # already current: opened read-only straight away
     assert again.list_rollout_rows(rows[0].run_id)[0][0].zero_filled == rows[0].zero_filled
@@ -60,6 +61,21 @@ def test_writer_migrates_too(tmp_path):
     assert version(run) == SCHEMA_VERSION
     zero_filled = {x.rollout_id: x.zero_filled for x in RunStoreReader(run).list_rollouts("run-1")[0]}
     assert zero_filled["train-0-1"] == ["format"] and zero_filled["eval-2-0"] == ["style"]
+
+
+def test_a_schema_2_store_gains_trainer_logprobs(tmp_path):
+    """Schema 2 (this change's first version) lacked `model_calls.trainer_logprobs`: 2 -> 3 adds it."""
+    run = copy("rl", tmp_path)
+    RunStoreWriter(run).close()
+    with sqlite3.connect(run / "looprl.db") as db:
+        db.execute("ALTER TABLE model_calls DROP COLUMN trainer_logprobs")
+        db.execute("PRAGMA user_version=2")
+    writer = RunStoreWriter(run)
+    writer.write_trainer_logprobs([("train-0-1", 0, [-0.5, -1.25])])
+    writer.close()
+    assert version(run) == SCHEMA_VERSION
+    calls = RunStoreReader(run).model_calls("train-0-1")
+    assert [c.trainer_logprobs for c in calls] == [[-0.5, -1.25], None]
 
 
 def test_cli_reads_a_migrated_store(tmp_path, capsys):

@@ -85,3 +85,18 @@ def test_a_closed_store_leaves_only_its_database_file(tmp_path):
     assert again._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     again.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["looprl.db"]
+
+
+def test_trainer_logprobs_land_on_their_calls(tmp_path):
+    w = RunStoreWriter(tmp_path)
+    records = [make_record(0), make_record(1)]
+    first = records[0].model_calls[0]
+    records[0].model_calls += [first.model_copy(update={"idx": 1, "status": 500}),
+                               first.model_copy(update={"idx": 2, "completion_token_ids": [4, 5],
+                                                        "completion_logprobs": [-0.1, -0.2]})]
+    w.write_rollouts(records)
+    w.write_trainer_logprobs([("r0", 0, [-0.25]), ("r0", 2, [-0.125, -0.5])])
+    w.close()
+    r = RunStoreReader(tmp_path)
+    assert [c.trainer_logprobs for c in r.rollout("r0").model_calls] == [[-0.25], None, [-0.125, -0.5]]
+    assert r.rollout("r1").model_calls[0].trainer_logprobs is None

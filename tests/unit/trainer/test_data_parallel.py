@@ -2,7 +2,8 @@
 
 Each rank computes its share of the micro-batches (balanced by tokens), with zero-weight padding
 passes where it has fewer; the step's loss normalisation is global, so after two steps on the same
-batch the gathered parameters equal the single-process ones.
+batch the gathered parameters equal the single-process ones, and rank 0 reports every rollout's
+logprobs, as one process does.
 """
 
 import os
@@ -18,6 +19,7 @@ from looprl.orchestrator.training_samples import TrainingSample
 from looprl.trainer import parallel
 from looprl.trainer.loss import clipped
 from looprl.trainer.optim import build_optimizer, build_scheduler
+from looprl.trainer.rollout_logprobs import RolloutLogprobs
 from looprl.trainer.step import train_step
 from looprl.trainer.weights import full_state_dict
 
@@ -39,9 +41,17 @@ def _train(ranks: parallel.Ranks) -> dict[str, torch.Tensor] | None:
     micro_batches = pack(_samples(), 12)
     assert len(micro_batches) == 5
     for _ in range(2):
-        metrics = train_step(model, optimizer, scheduler, micro_batches, clipped.token_loss, ranks=ranks)
+        collected = RolloutLogprobs()
+        metrics = train_step(model, optimizer, scheduler, micro_batches, clipped.token_loss, ranks=ranks,
+                             rollout_logprobs=collected)
+    reported = collected.gather(ranks)
     state = full_state_dict(model, ranks)
-    return None if state is None else {**state, "_loss": torch.tensor(metrics["loss"])}
+    if state is None:
+        assert reported is None
+        return None
+    assert reported is not None and sorted(reported) == [f"r{i}" for i in range(5)]
+    logprobs = {f"_logprobs/{r}": torch.tensor(v) for r, v in reported.items()}
+    return {**state, **logprobs, "_loss": torch.tensor(metrics["loss"])}
 
 
 def _rank(rank: int, port: int, out: str) -> None:

@@ -19,9 +19,18 @@ STEPS = 4
 
 
 def _children(pid: int) -> list[int]:
+    """Every descendant of `pid` alive now (a short-lived child may exit while it is walked)."""
     found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except FileNotFoundError:
+        return found
+    for task in tasks:
+        try:
+            children = (task / "children").read_text().split()
+        except FileNotFoundError:
+            continue
+        for child in children:
             found += [int(child), *_children(int(child))]
     return found
 

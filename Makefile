@@ -36,7 +36,7 @@ $(STAMP): pyproject.toml
 /usr/bin/chromium:
 	(command -v apt-get >/dev/null && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium tmux >/dev/null)) || echo "chromium not installed: browser tests will be skipped"
 
-# RL on the CPU: SmolLM2-135M learns single-digit additions (examples/demo, 16 steps, ~3 minutes on 2 cores).
+# RL on the CPU: SmolLM2-135M learns single-digit additions (examples/demo, 16 steps, ~2 minutes on 2 cores).
 demo: install
 	rm -rf runs/demo
 	$(VENV)/bin/looprl rl @ examples/demo/rl.toml --output_dir runs/demo

@@ -65,15 +65,20 @@ class RunProgress:
                 self.warned.add(message)
                 self.say(f"warning: {message}")
 
+    def mean_step_s(self) -> float:
+        """Seconds per step so far. Step rows are stored as the trainer's reports arrive, sometimes two at
+        once (groups carried over from the previous step), so the gap before one row says little."""
+        return sum(self.step_times) / len(self.step_times)
+
     def eta(self) -> str:
         remaining = self.max_steps - self.last.get("step", self.first_step - 1)
-        return duration(remaining * sum(self.step_times) / len(self.step_times)) if self.step_times else "-"
+        return duration(remaining * self.mean_step_s()) if self.step_times else "-"
 
     def step_line(self, m: dict[str, Any]) -> str:
         parts = [f"step {m['step']}/{self.max_steps}", f"reward {m.get('reward', float('nan')):.3f}"]
         if "eval/reward" in m:
             parts.append(f"eval {m['eval/reward']:.3f}")
-        parts.append(f"{self.step_times[-1]:.1f}s/step")
+        parts.append(f"{self.mean_step_s():.1f}s/step")
         parts.append(f"gen {m.get('gen_tokens_per_s', 0):.0f} tok/s "
                      f"train {m.get('train/train_tokens_per_s', 0):.0f} tok/s")
         parts.append(f"ETA {self.eta()}")

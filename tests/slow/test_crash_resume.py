@@ -54,8 +54,9 @@ def test_sigkill_then_resume_stores_every_step_once(tmp_path, victim):
     # while the orchestrator hands over the next batch, or once the trainer reported `step`.
     trigger = {"looprl.trainer": progress_path(run, step), "looprl.orchestrator": batch_path(run, step + 1),
                " inference": trainer_report_path(run, step)}[victim]
+    # every checkpoint kept: the trigger (step N's progress.json) must not be pruned before it is seen
     args = ["rl", "@", str(cfg), "--max_steps", str(STEPS), "--trainer.checkpoint.resume_every_s", "0",
-            "--orchestrator.eval.interval", "0"]
+            "--trainer.checkpoint.keep", str(STEPS), "--orchestrator.eval.interval", "0"]
     launcher = subprocess.Popen([sys.executable, "-m", "looprl.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600

@@ -54,16 +54,21 @@ def test_sigkill_then_resume_stores_every_step_once(tmp_path, victim):
     # while the orchestrator hands over the next batch, or once the trainer reported `step`.
     trigger = {"looprl.trainer": progress_path(run, step), "looprl.orchestrator": batch_path(run, step + 1),
                " inference": trainer_report_path(run, step)}[victim]
-    # every checkpoint kept: the trigger (step N's progress.json) must not be pruned before it is seen
+    # a kept checkpoint every step: the trigger (step N's progress.json) must not be pruned before it is seen
     args = ["rl", "@", str(cfg), "--max_steps", str(STEPS), "--trainer.checkpoint.resume_every_s", "0",
-            "--trainer.checkpoint.keep", str(STEPS), "--orchestrator.eval.interval", "0"]
+            "--trainer.checkpoint.interval", "1", "--trainer.checkpoint.keep", str(STEPS),
+            "--orchestrator.eval.interval", "0"]
     launcher = subprocess.Popen([sys.executable, "-m", "looprl.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600
     while not trigger.exists() and launcher.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     pid = _process(launcher.pid, victim)
-    assert pid is not None, f"{victim} not running at step {step}"
+    if pid is None:
+        launcher.kill()
+        out, err = launcher.communicate(timeout=60)
+        pytest.fail(f"{victim} not running at step {step} (launcher exit {launcher.returncode}, "
+                    f"trigger seen: {trigger.exists()}):\n{out[-3000:]}\n{err[-3000:]}")
     os.kill(pid, signal.SIGKILL)
     killed = time.monotonic()
     _, err = launcher.communicate(timeout=60)

@@ -17,6 +17,7 @@ from looprl.envs.rollout import BaseRollout
 from looprl.envs.types import Example
 from looprl.envserver.loading import instantiate, load_env_class
 from looprl.errors import UserError
+from looprl.session.rewards import run_reward_rule
 from looprl.store.records import RolloutRecord, RunInfo
 
 
@@ -68,8 +69,5 @@ def stored_rollout(record: RolloutRecord, example: Example | None = None) -> Bas
 
 
 def reward_settings(run: RunInfo) -> OrchestratorConfig:
-    """The run's reward rule (`reward_weights`, `include_failed`, `normalize_std`); an eval run's is
-    the default (every component weighs 1, failures stay out)."""
-    if run.kind == "rl":
-        return OrchestratorConfig.model_validate(run.config.get("orchestrator", {}))
-    return OrchestratorConfig()
+    """The run's reward rule (`reward_weights`, `include_failed`, `normalize_std`)."""
+    return run_reward_rule(run.kind, run.config)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
+from looprl.config import OrchestratorConfig
 from looprl.inspector import queries
 from looprl.inspector.api import run_ref
 from looprl.inspector.catalog import RunRef
@@ -32,7 +33,7 @@ from looprl.inspector.explain_models import (
 )
 from looprl.inspector.tokens import TokenDecoder
 from looprl.session.advantages import group_advantages
-from looprl.session.rewards import mean_std
+from looprl.session.rewards import mean_std, run_reward_rule
 from looprl.store.records import ModelCall
 
 router = APIRouter(prefix="/api")
@@ -59,18 +60,18 @@ def explain(rollout_id: str, ref: RunRef = Depends(run_ref)) -> RewardExplanatio
         row = head(conn, ref, rollout_id)
         kind, _, config = queries.run_config(conn, ref.run_id)
         members = queries.group_members(conn, row["group_id"]) if kind == "rl" and row["split"] == "train" else []
-    ocfg = config.get("orchestrator", {})
-    weights = {k: float(v) for k, v in (ocfg.get("reward_weights") or config.get("reward_weights") or {}).items()}
+    rule = run_reward_rule(kind, config)
+    weights = dict(rule.reward_weights)
     terms = [RewardTerm(name=k, value=v, weight=weights.get(k, 1.0), contribution=weights.get(k, 1.0) * v)
              for k, v in row["rewards"].items()]
     return RewardExplanation(weights=weights, weights_configured=bool(weights), terms=terms, total=row["reward"],
-                             baseline=baseline(row, members, ocfg) if members else None)
+                             baseline=baseline(row, members, rule) if members else None)
 
 
 def baseline(row: dict[str, Any], members: list[tuple[str, str, float | None, float | None]],
-             ocfg: dict[str, Any]) -> GroupBaseline:
+             rule: OrchestratorConfig) -> GroupBaseline:
     """The group's rewards as stored (failures already 0 under `include_failed`), through `group_advantages`."""
-    normalize, include_failed = bool(ocfg.get("normalize_std")), bool(ocfg.get("include_failed"))
+    normalize, include_failed = rule.normalize_std, rule.include_failed
     rewards = [reward for _, _, reward, _ in members]
     adv = group_advantages(rewards, normalize, EPS)
     mean, std = mean_std([r for r in rewards if r is not None])

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
+from looprl.config import OrchestratorConfig
 from looprl.envs.types import RolloutResult
 from looprl.store.records import RolloutRecord
 from looprl.utils.logger import get_logger
@@ -98,3 +100,12 @@ class UnusedWeights:
             get_logger().warning("orchestrator.reward_weights names {!r}, but no scored rollout of step {} emitted it "
                                  "(they emitted: {}); check the name", name, step, ", ".join(emitted) or "nothing")
         return missing
+
+
+def run_reward_rule(kind: str, config: Mapping[str, Any]) -> OrchestratorConfig:
+    """The reward rule a stored run scored with (`reward_weights`, `include_failed`, `normalize_std`),
+    from its resolved config: an `rl` run's `[orchestrator]`; an `eval` run's `--reward-weights` with
+    the default rest. `looprl rescore`, `looprl replay` and the inspector's reward arithmetic use it."""
+    if kind == "rl":
+        return OrchestratorConfig.model_validate(config.get("orchestrator", {}))
+    return OrchestratorConfig(reward_weights=config.get("reward_weights") or {})

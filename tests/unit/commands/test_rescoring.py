@@ -96,3 +96,5 @@ def test_reward_settings_of_an_rl_run_and_an_eval_run():
                                           "normalize_std": True}})
     assert reward_settings(rl).reward_weights == {"x": 2.0} and reward_settings(rl).normalize_std
     assert reward_settings(rl.model_copy(update={"kind": "eval", "config": {}})).reward_weights == {}
+    weighted_eval = rl.model_copy(update={"kind": "eval", "config": {"reward_weights": {"x": 3.0}}})
+    assert reward_settings(weighted_eval).reward_weights == {"x": 3.0}  # `looprl eval --reward-weights`

@@ -161,6 +161,7 @@ def trl_config(task: str, seed: int, lr: float, out: Path) -> Any:
         lr_scheduler_type="constant",
         warmup_steps=0,
         max_grad_norm=1.0,
+        gradient_checkpointing=False,  # TRL's default is on: recomputing activations would only slow TRL down
         optim="adamw_torch_fused",
         use_cpu=True,
         report_to=[],
@@ -257,6 +258,7 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
             f"{trl.temperature}/{trl.top_p}/{trl.max_completion_length}",
         ),
         ("truncated completions trained", "True", str(not trl.mask_truncated_completions)),
+        ("activation checkpointing", "False", str(trl.gradient_checkpointing)),
         ("generation", "inference engine process, continuous batching", "model.generate in the training process"),
         ("example order", "looprl.orchestrator.example_order (seeded)", "TRL's RepeatSampler (seeded)"),
     ]
@@ -293,13 +295,17 @@ def spread(values: Sequence[float | None]) -> tuple[float | None, str]:
     ), f"{head} [{reached[0]:.0f}-{reached[-1]:.0f}] {len(reached)}/{len(values)}"
 
 
+def _loads(results: dict[str, Any]) -> str:
+    return ", ".join(f"{system} {load}" for system, load in results["load_average"].items())
+
+
 def summarize(results: dict[str, Any]) -> list[str]:
     top = results["max_reward"]
     lines = [
         (
             f"task {results['task']} (maximum reward {top:g}), {results['seeds']} seed(s) per system,"
             f" budget {results['budget_s']:.0f} s,"
-            f" load average during the runs {results['load_average']}"
+            f" load average during the runs: {_loads(results)}"
         )
     ]
     header = (
@@ -363,12 +369,42 @@ def plot(results: dict[str, Any], path: Path) -> None:
     axes[0].set_ylabel("mean train reward of the step")
     axes[0].legend()
     fig.suptitle(
-        f"{results['task']}: {results['seeds']} seed(s) per system, load average {results['load_average']}"
+        f"{results['task']}: {results['seeds']} seed(s) per system, load average {_loads(results)}"
         " (dashed: 50/80/95 % of the maximum)"
     )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
+
+
+def run_systems(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """Run every seed of each system (or `--only` one); with `--only`, the other system's runs already in
+    OUT/TASK/results.json are kept, so the two can be measured at different times, each on a quiet machine."""
+    previous = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
+    kept = previous.get("task") == args.task and previous.get("budget_s") == args.budget_s and args.only
+    runs: dict[str, list[list[Point]]] = dict(previous["runs"]) if kept else {}
+    load_average: dict[str, str] = dict(previous["load_average"]) if kept else {}
+    for system in SYSTEMS:
+        if args.only not in (None, system):
+            continue
+        runs[system], loads = [], []
+        for seed in range(args.seeds):
+            loads.append(os.getloadavg()[0])
+            points = (run_looprl if system == "looprl" else run_trl)(args, seed, out / f"{system}-{seed}")
+            loads.append(os.getloadavg()[0])
+            runs[system].append(points)
+            print(f"{system} seed {seed}: " + " ".join(f"{t:.0f}s/{s}:{r:.2f}" for t, s, r in points), flush=True)
+        load_average[system] = f"{min(loads):.1f}-{max(loads):.1f}"
+    return {
+        "task": args.task,
+        "max_reward": max_reward(args.task),
+        "seeds": max(len(r) for r in runs.values()),
+        "budget_s": args.budget_s,
+        "load_average": load_average,
+        "looprl_args": args.looprl_args,
+        "settings": settings(args),
+        "runs": runs,
+    }
 
 
 def main() -> None:
@@ -392,27 +428,7 @@ def main() -> None:
         out = Path(args.summarize).parent
     else:
         out = Path(args.out) / args.task
-        runs: dict[str, list[list[Point]]] = {}
-        loads = []
-        for system in SYSTEMS:
-            if args.only not in (None, system):
-                continue
-            for seed in range(args.seeds):
-                loads.append(os.getloadavg()[0])
-                points = (run_looprl if system == "looprl" else run_trl)(args, seed, out / f"{system}-{seed}")
-                loads.append(os.getloadavg()[0])
-                runs.setdefault(system, []).append(points)
-                print(f"{system} seed {seed}: " + " ".join(f"{t:.0f}s/{s}:{r:.2f}" for t, s, r in points), flush=True)
-        results = {
-            "task": args.task,
-            "max_reward": max_reward(args.task),
-            "seeds": args.seeds,
-            "budget_s": args.budget_s,
-            "load_average": f"{min(loads):.1f}-{max(loads):.1f}",
-            "looprl_args": args.looprl_args,
-            "settings": settings(args),
-            "runs": runs,
-        }
+        results = run_systems(args, out)
         (out / "results.json").write_text(json.dumps(results))
     print("\n".join(summarize(results)))
     plot(results, Path(args.plot) if args.plot else out / "learning.png")

@@ -101,7 +101,7 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     from looprl.paths import log_path
 
     signal.signal(signal.SIGTERM, _exit_on_signal)  # `kill` cleans up like Ctrl-C does
-    share_cpu_threads()
+    share_cpu_threads(cfg.orchestrator.max_off_policy_steps)
     placement = place(cfg, torch.cuda.device_count())
     os.environ.update(placement.engine_env)  # the engine (and the orchestrator, which needs no GPU)
     resume = ["--resume-step", str(resume_step)]
@@ -169,17 +169,26 @@ def submit_to_slurm(cfg: RLConfig, resume_step: int, dry_run: bool) -> int:
     return 0
 
 
-def share_cpu_threads() -> None:
-    """Without a GPU the engine and the trainer compute on the same cores, at the same time (off-policy
-    overlap). Torch's OpenMP threads spin while they wait, so two processes each using every core slow
-    each other down several times over: give each half of the cores (unless the user chose), and let
-    idle threads sleep. The children inherit this environment."""
+def share_cpu_threads(max_off_policy_steps: int) -> None:
+    """Without a GPU the engine and the trainer compute on the same cores. With off-policy overlap
+    (`max_off_policy_steps` >= 1) they run at the same time, and torch's OpenMP threads spin while they
+    wait, so two processes each using every core slow each other down several times over: each gets
+    half of the cores. At 0 they take turns (the engine waits for the new weights while the trainer
+    trains, the trainer waits for the batch), so each gets every core: on 2 cores that made the demo
+    reach 95 % of its maximum reward sooner than overlapping did ("Learning speed" in the README).
+    Idle threads sleep either way, and a user's OMP_NUM_THREADS wins. The children inherit this."""
     import torch
 
     if torch.cuda.is_available():
         return
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 2) // 2)))
+    os.environ.setdefault("OMP_NUM_THREADS", str(cpu_threads_per_process(max_off_policy_steps)))
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def cpu_threads_per_process(max_off_policy_steps: int) -> int:
+    """Every core when the engine and the trainer take turns (no lag), half of them when they overlap."""
+    cores = os.cpu_count() or 2
+    return cores if max_off_policy_steps == 0 else max(1, cores // 2)
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:

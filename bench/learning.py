@@ -223,6 +223,8 @@ def trl_worker(args: argparse.Namespace) -> None:
 
 def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     """(setting, looprl, TRL) for every setting of the comparison, from looprl's resolved config and TRL's."""
+    import torch
+
     from looprl.config import ClippedLoss, RLConfig, load_config
     from looprl.launch.rl_command import cpu_threads_per_process
 
@@ -232,6 +234,7 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     )
     trl = trl_config(args.task, 0, args.lr, Path(args.out) / "trl-settings")
     o, t, ratio = cfg.orchestrator, cfg.trainer, cfg.trainer.loss.ratio
+    turns = "take turns" if o.max_off_policy_steps == 0 else "overlap"
     looprl_ratio = (
         f"clipped eps {ratio.eps_low}/{ratio.eps_high}"
         if isinstance(ratio, ClippedLoss)
@@ -239,8 +242,11 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     )
     return [
         ("off-policy lag (steps)", str(o.max_off_policy_steps), "0"),
-        ("CPU threads per process", f"{cpu_threads_per_process(o.max_off_policy_steps)} (engine and trainer"
-        + (" take turns)" if o.max_off_policy_steps == 0 else " overlap)"), f"{os.cpu_count()} (one process)"),
+        (
+            "CPU threads per process",
+            f"{cpu_threads_per_process(o.max_off_policy_steps)} (engine and trainer {turns})",
+            f"{torch.get_num_threads()} (one process)",
+        ),
         ("ratio objective", looprl_ratio, f"clipped eps {trl.epsilon}/{trl.epsilon_high or trl.epsilon}"),
         ("loss normalisation", t.loss.normalization, {"dapo": "per_token"}.get(trl.loss_type, trl.loss_type)),
         ("advantage divided by group std", str(o.normalize_std), str(trl.scale_rewards in ("group", "batch", True))),

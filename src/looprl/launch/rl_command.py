@@ -181,14 +181,15 @@ def share_cpu_threads(max_off_policy_steps: int) -> None:
 
     if torch.cuda.is_available():
         return
-    os.environ.setdefault("OMP_NUM_THREADS", str(cpu_threads_per_process(max_off_policy_steps)))
+    os.environ["OMP_NUM_THREADS"] = cpu_threads_per_process(max_off_policy_steps)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def cpu_threads_per_process(max_off_policy_steps: int) -> int:
-    """Every core when the engine and the trainer take turns (no lag), half of them when they overlap."""
+def cpu_threads_per_process(max_off_policy_steps: int) -> str:
+    """The OMP_NUM_THREADS each CPU process gets: the user's if set; otherwise every core when the engine
+    and the trainer take turns (no lag), half of them when they overlap."""
     cores = os.cpu_count() or 2
-    return cores if max_off_policy_steps == 0 else max(1, cores // 2)
+    return os.environ.get("OMP_NUM_THREADS") or str(cores if max_off_policy_steps == 0 else max(1, cores // 2))
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:

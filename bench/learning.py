@@ -13,9 +13,12 @@ The clock starts when a run is launched (imports and model loading included). A 
 timed when it became known: when looprl wrote the step's batch, when TRL called its reward functions
 (generation done, before the training step). Per system it prints the median [range] over seeds of
 the seconds and the steps until a step's train reward first reached 50 %, 80 % and 95 % of the
-task's maximum, how many seeds got there, the looprl/TRL ratio of the medians, and the worst drop of
-the 3-step mean reward after a seed first reached 80 % (from its running peak: a collapse shows
-here). It writes `results.json` and a PNG of every seed's reward against seconds and against steps.
+task's maximum, how many seeds got there and the looprl/TRL ratio of the medians; the same for the
+mean of 3 steps in a row (one step's 32 rollouts come from 4 prompts, so one lucky step says
+little); the mean train reward over the first K steps, K as many as every run made (progress per
+step, whatever the levels); and the worst drop of the 3-step mean reward after a seed first reached
+80 % (from its running peak: a collapse shows here). It writes `results.json` and a PNG of every
+seed's reward against seconds and against steps.
 
     .venv/bin/python bench/learning.py [--task demo|two_digit] [--seeds 3] [--budget-s 600] [--lr 2e-5]
         [--only looprl|trl] [--looprl-args "--orchestrator.max_off_policy_steps 0"] [--out runs/bench-learning]
@@ -45,6 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = {"demo": ROOT / "examples" / "demo", "two_digit": ROOT / "examples" / "two_digit"}
 LEVELS = (0.5, 0.8, 0.95)
+MEAN_OF = 3  # steps averaged for the steadier reading of when a level was reached
 SYSTEMS = ("looprl", "trl")
 Point = tuple[float, int, float]  # seconds since launch, step, mean train reward of the step
 
@@ -70,7 +74,12 @@ def train_payloads(task: str) -> list[dict[str, Any]]:
 def reward_weights(task: str) -> dict[str, float]:
     """Every component `score` returns, with its weight in the task's `rl.toml` (1 if not listed)."""
     listed = task_config(task).get("orchestrator", {}).get("reward_weights", {})
-    return {name: listed.get(name, 1.0) for name in task_env(task).score("", 0)}
+    return {name: listed.get(name, 1.0) for name in task_env(task).score("", example_args(train_payloads(task)[0]))}
+
+
+def example_args(payload: dict[str, Any]) -> dict[str, Any]:
+    """What the env's reward reads as `rollout.example_args`: every payload field but the prompt."""
+    return {k: v for k, v in payload.items() if k != "prompt_messages"}
 
 
 def max_reward(task: str) -> float:
@@ -183,13 +192,15 @@ def trl_worker(args: argparse.Namespace) -> None:
 
     env = task_env(args.task)
     rows = train_payloads(args.task)
-    dataset = Dataset.from_list([{"prompt": r["prompt_messages"], "answer": r["answer"]} for r in rows] * 50)
+    fields = list(example_args(rows[0]))
+    dataset = Dataset.from_list([{"prompt": r["prompt_messages"], **example_args(r)} for r in rows] * 50)
     scored_at: list[float] = []  # when each step's rewards were computed (generation done, before training)
 
     def component(name: str) -> Callable[..., list[float]]:
-        def reward(completions, answer, **_):
+        def reward(completions, **columns):  # TRL passes the dataset's other columns by name
             scored_at.append(time.time() - started)
-            return [env.score(c[-1]["content"].strip(), a)[name] for c, a in zip(completions, answer)]
+            return [env.score(c[-1]["content"].strip(), {f: columns[f][i] for f in fields})[name]
+                    for i, c in enumerate(completions)]
 
         reward.__name__ = name
         return reward
@@ -202,6 +213,7 @@ def trl_worker(args: argparse.Namespace) -> None:
             if logs and "reward" in logs:
                 points.append((scored_at[-1], state.global_step, logs["reward"]))
                 (out / "points.json").write_text(json.dumps(points))
+                (out / "log_history.json").write_text(json.dumps(state.log_history))  # components, entropy
 
         def on_step_end(self, _args, state, control, **kw):
             control.should_training_stop = time.time() - started > args.budget_s
@@ -231,20 +243,20 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     cfg = load_config(
         RLConfig,
         ["@", str(TASKS[args.task] / "rl.toml"), "--trainer.optim.lr", str(args.lr), *shlex.split(args.looprl_args)],
-    )
+    ).for_hardware(torch.cuda.device_count())
     trl = trl_config(args.task, 0, args.lr, Path(args.out) / "trl-settings")
     o, t, ratio = cfg.orchestrator, cfg.trainer, cfg.trainer.loss.ratio
-    turns = "take turns" if o.max_off_policy_steps == 0 else "overlap"
+    turns = "take turns" if o.off_policy_steps == 0 else "overlap"
     looprl_ratio = (
         f"clipped eps {ratio.eps_low}/{ratio.eps_high}"
         if isinstance(ratio, ClippedLoss)
         else ", ".join(f"{k} {v}" for k, v in ratio.model_dump().items())
     )
     return [
-        ("off-policy lag (steps)", str(o.max_off_policy_steps), "0"),
+        ("off-policy lag (steps)", str(o.off_policy_steps), "0"),
         (
             "CPU threads per process",
-            f"{cpu_threads_per_process(o.max_off_policy_steps)} (engine and trainer {turns})",
+            f"{cpu_threads_per_process(o.off_policy_steps)} (engine and trainer {turns})",
             f"{torch.get_num_threads()} (one process)",
         ),
         ("ratio objective", looprl_ratio, f"clipped eps {trl.epsilon}/{trl.epsilon_high or trl.epsilon}"),
@@ -276,8 +288,16 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
 # --- the summary -------------------------------------------------------------------------------
 
 
-def first_reached(points: Sequence[Point], level: float) -> Point | None:
-    return next((p for p in points if p[2] >= level), None)
+def first_reached(points: Sequence[Point], level: float, window: int = 1) -> Point | None:
+    """The first step whose reward, averaged with the `window - 1` steps before it, reached `level`.
+
+    With 4 prompts per step the step's reward swings by several tenths from one step to the next, so
+    one lucky step (window 1) says less than three steps in a row (window 3) about where a run is.
+    """
+    for i in range(window - 1, len(points)):
+        if statistics.fmean(p[2] for p in points[i - window + 1 : i + 1]) >= level:
+            return points[i]
+    return None
 
 
 def worst_drop(points: Sequence[Point], level: float) -> float | None:
@@ -317,6 +337,37 @@ def summarize(results: dict[str, Any]) -> list[str]:
             f" load average during the runs: {_loads(results)}"
         )
     ]
+    readings = ((1, "the step's train reward"), (MEAN_OF, f"the mean train reward of {MEAN_OF} steps in a row"))
+    for window, what in readings:
+        lines.append(f"first reached by {what}:")
+        lines += _levels_table(results, window)
+    # looprl makes several times TRL's steps in the same budget, so also over the steps every run made
+    common = min((len(p) for runs in results["runs"].values() for p in runs), default=0)
+    for system in SYSTEMS:
+        runs = results["runs"].get(system, [])
+        drops = [worst_drop(points, 0.8 * top) for points in runs]
+        early = [worst_drop(points[:common], 0.8 * top) for points in runs]
+        known, known_early = [d for d in drops if d is not None], [d for d in early if d is not None]
+        means = sorted(statistics.fmean(p[2] for p in points[:common]) for points in runs if common)
+        lines.append(
+            f"{system}: steps per run {[len(p) for p in runs]}"
+            + (f"; mean train reward over the first {common} steps (as many as every run made):"
+               f" {statistics.median(means):.3f} [{means[0]:.3f}-{means[-1]:.3f}]" if means else "")
+            + (f"; worst drop of the 3-step mean after reaching 80 %: {max(known):.3f} over the whole run"
+               + (f", {max(known_early):.3f} over the first {common} steps" if known_early else "")
+               if known else "; no seed reached 80 %")
+        )
+    differ = [s for s in results["settings"] if s[1] != s[2]]
+    lines.append("settings in which the two runs differ (setting: looprl | TRL):")
+    lines += [f"  {name}: {a} | {b}" for name, a, b in differ]
+    same = [name for name, a, b in results["settings"] if a == b]
+    lines.append("the same in both: " + ", ".join(same))
+    return lines
+
+
+def _levels_table(results: dict[str, Any], window: int) -> list[str]:
+    """Seconds and steps to each level, median [range] over seeds per system, and the looprl/TRL ratios."""
+    top = results["max_reward"]
     header = (
         f"{'level':<14}"
         + "".join(f"{s + ' s':>24}" for s in SYSTEMS)
@@ -324,39 +375,19 @@ def summarize(results: dict[str, Any]) -> list[str]:
         + "".join(f"{s + ' steps':>22}" for s in SYSTEMS)
         + f"{'ratio':>7}"
     )
-    lines.append(header)
+    lines = [header]
     for share in LEVELS:
         level = share * top
         row = f"{f'{share:.0%} ({level:.2f})':<14}"
         for index in (0, 1):  # seconds, then steps
             medians = {}
             for system in SYSTEMS:
-                hits = [first_reached(points, level) for points in results["runs"].get(system, [])]
+                hits = [first_reached(points, level, window) for points in results["runs"].get(system, [])]
                 medians[system], text = spread([h[index] if h else None for h in hits])
                 row += f"{text:>{24 if index == 0 else 22}}"
             a, b = medians["looprl"], medians["trl"]
             row += f"{(f'{a / b:.2f}x' if a is not None and b else 'n/a'):>7}"
         lines.append(row)
-    # looprl makes several times TRL's steps in the same budget, so also over the steps every run made
-    window = min((len(p) for runs in results["runs"].values() for p in runs), default=0)
-    for system in SYSTEMS:
-        runs = results["runs"].get(system, [])
-        drops = [worst_drop(points, 0.8 * top) for points in runs]
-        early = [worst_drop(points[:window], 0.8 * top) for points in runs]
-        known, known_early = [d for d in drops if d is not None], [d for d in early if d is not None]
-        lines.append(
-            f"{system}: steps per run {[len(p) for p in runs]}, worst drop of the 3-step mean after reaching 80 %:"
-            f" {max(known):.3f} over the whole run"
-            + (f", {max(known_early):.3f} over the first {window} steps (as many as every run made)" if known_early
-               else "")
-            if known
-            else f"{system}: no seed reached 80 %"
-        )
-    differ = [s for s in results["settings"] if s[1] != s[2]]
-    lines.append("settings in which the two runs differ (setting: looprl | TRL):")
-    lines += [f"  {name}: {a} | {b}" for name, a, b in differ]
-    same = [name for name, a, b in results["settings"] if a == b]
-    lines.append("the same in both: " + ", ".join(same))
     return lines
 
 

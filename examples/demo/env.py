@@ -14,6 +14,7 @@ start every reply by restating "3 + 5 ...", which that reward could not tell fro
 
 import re
 from pathlib import Path
+from typing import Any
 
 from looprl.envs import BaseEnv, BaseRollout, DatasetSplit, JsonlDataset
 from looprl.rewards import extract_completion_text
@@ -30,12 +31,12 @@ class AdditionEnv(BaseEnv):
         return JsonlDataset(base_dir / f"{split}.jsonl", max_examples=max_examples)
 
     async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
-        return score(extract_completion_text(rollout.messages), rollout.example_args["answer"])
+        return score(extract_completion_text(rollout.messages), rollout.example_args)
 
 
-def score(reply: str, answer: int) -> dict[str, float]:
+def score(reply: str, example_args: dict[str, Any]) -> dict[str, float]:
     """The reward components of a reply (also used by `bench/learning.py` for TRL's reward functions)."""
     restated = _RESTATED.match(reply)
     first = _NUMBER.search(reply, restated.end() if restated else 0)
-    correct = first is not None and int(first.group()) == answer
+    correct = first is not None and int(first.group()) == example_args["answer"]
     return {"correct": float(correct), "brief": float(len(reply.split()) <= BRIEF_WORDS)}

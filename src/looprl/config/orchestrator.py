@@ -74,8 +74,11 @@ class OrchestratorConfig(Strict):
     """Train on failed rollouts as reward 0 (default: keep them in the store, out of the loss)."""
     normalize_std: bool = False
     """Divide group advantages by the group's reward std (GRPO); off by default (Dr. GRPO)."""
-    max_off_policy_steps: int = Field(1, ge=0)
-    """Largest lag between a rollout's policy and the one being trained; older groups are dropped."""
+    max_off_policy_steps: int | None = Field(None, ge=0)
+    """Largest lag between a rollout's policy and the one being trained; older groups are dropped.
+    Unset, `looprl rl` picks by hardware and writes the number into the run's `config.toml`: 0 without a
+    GPU (the engine and the trainer share the cores, so they take turns, each on every core), 1 with
+    GPUs (generation of step n overlaps training of step n-1)."""
     token_budget: int = Field(512, ge=1)
     """Most tokens in one packed micro-batch (one forward/backward pass of the trainer). Attention in a
     packed row is block-diagonal through a dense mask, so its cost grows with the square of the row's
@@ -96,3 +99,11 @@ class OrchestratorConfig(Strict):
     @property
     def groups_per_step(self) -> int:
         return self.batch_size // self.group_size
+
+    @property
+    def off_policy_steps(self) -> int:
+        """`max_off_policy_steps` as the run uses it (`looprl rl` sets it when the config leaves it unset)."""
+        if self.max_off_policy_steps is None:
+            raise ValueError("orchestrator.max_off_policy_steps is unset: `looprl rl` sets it by hardware in the "
+                             "run's config.toml (RLConfig.for_hardware)")
+        return self.max_off_policy_steps

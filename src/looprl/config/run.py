@@ -80,6 +80,18 @@ class RLConfig(Strict):
     slurm: SlurmConfig | None = None
     """With a `[slurm]` table, `looprl rl` submits the run as one SLURM job (`--dry-run` writes the script)."""
 
+    def for_hardware(self, gpus: int) -> RLConfig:
+        """This config with what it leaves to the hardware decided, for a machine with `gpus` GPUs (a
+        SLURM job: its nodes'); `looprl rl` writes the result into the run's `config.toml`.
+
+        `orchestrator.max_off_policy_steps`: 0 without a GPU, where the engine and the trainer compute
+        on the same cores, so overlapping them gains nothing and costs each half the cores; 1 with GPUs.
+        """
+        if self.orchestrator.max_off_policy_steps is not None:
+            return self
+        orchestrator = self.orchestrator.model_copy(update={"max_off_policy_steps": 0 if gpus == 0 else 1})
+        return self.model_copy(update={"orchestrator": orchestrator})
+
     def to_toml_dict(self) -> dict[str, Any]:
         """The resolved config as TOML-writable data (None values left out: TOML has no null)."""
         return _drop_none(self.model_dump(mode="json"))

@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     dry_run = args.dry_run or "--dry-run" in args.config
     resume = args.resume or "--resume" in args.config
     cfg = load_config(RLConfig, argv)
+    cfg = cfg.for_hardware(cfg.slurm.gpus_per_node if cfg.slurm is not None else local_gpu_count())
     run_dir = cfg.output_dir
     if cfg.slurm is not None:
         return submit_to_slurm(cfg, resumable_step(run_dir) if resume else 0, dry_run)
@@ -101,7 +102,7 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     from looprl.paths import log_path
 
     signal.signal(signal.SIGTERM, _exit_on_signal)  # `kill` cleans up like Ctrl-C does
-    share_cpu_threads(cfg.orchestrator.max_off_policy_steps)
+    share_cpu_threads(cfg.orchestrator.off_policy_steps)
     placement = place(cfg, torch.cuda.device_count())
     os.environ.update(placement.engine_env)  # the engine (and the orchestrator, which needs no GPU)
     resume = ["--resume-step", str(resume_step)]
@@ -167,6 +168,12 @@ def submit_to_slurm(cfg: RLConfig, resume_step: int, dry_run: bool) -> int:
     print(f"looprl rl: submitted SLURM job {job} ({path}); logs in {logs_dir(run_dir)}: trainer/node_N.log, "
           f"inference/node_N.log, orchestrator.log, trainer/torchrun/ (every rank)")
     return 0
+
+
+def local_gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count()
 
 
 def share_cpu_threads(max_off_policy_steps: int) -> None:

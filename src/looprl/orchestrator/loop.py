@@ -80,7 +80,7 @@ class Orchestrator:
                 pool: GroupPool[Group] = GroupPool(
                     lambda: session.roll_out(order.next(), "train", cfg.orchestrator.group_size),
                     lambda: self.weights.version, cfg.orchestrator.groups_per_step,
-                    cfg.orchestrator.max_off_policy_steps)
+                    cfg.orchestrator.off_policy_steps)
                 try:
                     for step in range(resume_step + 1, cfg.max_steps + 1):
                         await self.step(step, order, pool)
@@ -108,7 +108,7 @@ class Orchestrator:
     async def step(self, step: int, order: ExampleOrder, pool: GroupPool[Group]) -> None:
         cfg, ocfg = self.cfg, self.cfg.orchestrator
         started = time.perf_counter()
-        await self.weights.wait_for(max(0, step - 1 - ocfg.max_off_policy_steps))
+        await self.weights.wait_for(max(0, step - 1 - ocfg.off_policy_steps))
         metrics: dict[str, Any] = {"wait_time_s": time.perf_counter() - started}
         if ocfg.eval.interval and (step - 1) % ocfg.eval.interval == 0 and step != cfg.max_steps:
             metrics.update(await self.evaluate(step))

@@ -34,15 +34,17 @@ def test_unknown_keys_name_their_path():
         load_config(RLConfig, ["--env.source", "x.py:E", "--orchestrator.groupsize", "4"])
 
 
-def test_dry_run_writes_the_resolved_config_and_it_reads_back(tmp_path, capsys):
+def test_dry_run_writes_the_resolved_config_and_it_reads_back(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("looprl.launch.rl_command.local_gpu_count", lambda: 0)
     out = tmp_path / "run"
     status = main(["rl", "@", str(ROOT / "examples/demo/rl.toml"), "--max_steps", "2", "--orchestrator.group_size", "4",
                    "--output_dir", str(out), "--dry-run"])
     assert status == 0 and "config.toml" in capsys.readouterr().out
     written = tomllib.loads((out / "config.toml").read_text())
     assert written["max_steps"] == 2 and written["orchestrator"]["group_size"] == 4
-    assert read_run_config(out) == load_config(RLConfig, ["@", str(ROOT / "examples/demo/rl.toml"), "--max_steps", "2",
-                                                           "--orchestrator.group_size", "4", "--output_dir", str(out)])
+    expected = load_config(RLConfig, ["@", str(ROOT / "examples/demo/rl.toml"), "--max_steps", "2",
+                                      "--orchestrator.group_size", "4", "--output_dir", str(out)])
+    assert read_run_config(out) == expected.for_hardware(0)
     assert not (out / "looprl.db").exists()
 
 
@@ -57,3 +59,25 @@ def test_resume_needs_a_run(tmp_path, capsys):
     resume."""
     status = main(["rl", "@", str(ROOT / "examples/demo/rl.toml"), "--output_dir", str(tmp_path), "--resume"])
     assert status == 2 and "no run to resume" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("gpus,lag", [(0, 0), (1, 1), (8, 1)])
+def test_the_off_policy_lag_left_unset_follows_the_hardware(gpus, lag):
+    """Without a GPU the engine and the trainer share the cores and take turns (lag 0); with GPUs they overlap."""
+    cfg = load_config(RLConfig, ["--env.source", "x.py:E"])
+    assert cfg.orchestrator.max_off_policy_steps is None
+    assert cfg.for_hardware(gpus).orchestrator.off_policy_steps == lag
+
+
+def test_an_off_policy_lag_the_config_sets_is_kept():
+    cfg = load_config(RLConfig, ["--env.source", "x.py:E", "--orchestrator.max_off_policy_steps", "2"])
+    assert cfg.for_hardware(0).orchestrator.off_policy_steps == 2
+
+
+def test_the_run_config_holds_the_lag_looprl_rl_chose(tmp_path, monkeypatch):
+    """The orchestrator reads the run's config.toml: the launcher writes the lag it resolved there."""
+    monkeypatch.setattr("looprl.launch.rl_command.local_gpu_count", lambda: 0)
+    status = main(["rl", "@", str(ROOT / "examples/demo/rl.toml"), "--output_dir", str(tmp_path), "--dry-run"])
+    assert status == 0
+    assert tomllib.loads((tmp_path / "config.toml").read_text())["orchestrator"]["max_off_policy_steps"] == 0
+    assert read_run_config(tmp_path).orchestrator.off_policy_steps == 0

@@ -66,7 +66,8 @@ class FakeSampler:
 def test_rl_step_stores_the_batch_zero_fill(tmp_path):
     orch = Orchestrator.__new__(Orchestrator)  # the step only: no engine, env server or gateway
     orch.cfg = RLConfig(env={"source": "x.py:E"}, max_steps=2,
-                        orchestrator={"batch_size": 4, "group_size": 2, "eval": {"interval": 0}})
+                        orchestrator={"batch_size": 4, "group_size": 2, "max_off_policy_steps": 1,
+                                      "eval": {"interval": 0}})
     orch.run_dir, orch.pending = tmp_path, {}
     orch.unused_weights = UnusedWeights({})
     orch.session = RolloutSession.__new__(RolloutSession)  # records and writes only

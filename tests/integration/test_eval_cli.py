@@ -70,7 +70,8 @@ def test_eval_of_a_tool_env(tmp_path):
     assert [m["role"] for m in rows[0]["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
 
 
-@pytest.mark.parametrize("example,cls", [("sqlite_lookup", "SqliteLookupEnv"), ("group_judge", "GroupJudgeEnv")])
+@pytest.mark.parametrize("example,cls", [("sqlite_lookup", "SqliteLookupEnv"), ("group_judge", "GroupJudgeEnv"),
+                                         ("demo", "AdditionEnv"), ("two_digit", "TwoDigitEnv")])
 def test_examples_validate(example, cls):
     def reply(body):
         if "query" in json.dumps(body.get("tools", [])) and not any(m["role"] == "tool" for m in body["messages"]):

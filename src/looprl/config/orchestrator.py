@@ -72,8 +72,11 @@ class OrchestratorConfig(Strict):
     error, because an env may emit a component only on some rollouts (`session.rewards`)."""
     include_failed: bool = False
     """Train on failed rollouts as reward 0 (default: keep them in the store, out of the loss)."""
-    normalize_std: bool = False
-    """Divide group advantages by the group's reward std (GRPO); off by default (Dr. GRPO)."""
+    normalize_std: bool = True
+    """Divide group advantages by the group's reward std (GRPO, and TRL's default). On a task where
+    successes are rare it weighs the one right reply of a group far above the usual spread: on
+    `examples/two_digit` it halved the steps to every reward level; false gives Dr. GRPO's
+    unscaled advantages (README, "Learning speed")."""
     max_off_policy_steps: int | None = Field(None, ge=0)
     """Largest lag between a rollout's policy and the one being trained; older groups are dropped.
     Unset, `looprl rl` picks by hardware and writes the number into the run's `config.toml`: 0 without a

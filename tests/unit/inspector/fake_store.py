@@ -51,7 +51,7 @@ def build_store(run_dir: Path, *, run_id: str = "run-1", status: str = "running"
     """Write the fake run to `run_dir`; rollout ids are `{split}-{step}-{i}`."""
     w = RunStoreWriter(run_dir)
     w.start_run(RunInfo(run_id=run_id, kind="rl", env="toy.py:ToyEnv", env_name="toy", model="tiny-model",
-                        created_at=T0))
+                        created_at=T0, config={"orchestrator": {"normalize_std": False}}))  # advantage: r - mean
     info, warn, err = 20, 30, 40
     step_0 = [
         record(0, step=0, group=0, logs=[(info, "toy", "scoring rollout 0"), (10, "toy.debug", "details")],

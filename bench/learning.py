@@ -238,12 +238,12 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     import torch
 
     from looprl.config import ClippedLoss, RLConfig, load_config
-    from looprl.launch.rl_command import cpu_threads_per_process
+    from looprl.launch.rl_command import cpu_threads_per_process, local_gpu_count
 
     cfg = load_config(
         RLConfig,
         ["@", str(TASKS[args.task] / "rl.toml"), "--trainer.optim.lr", str(args.lr), *shlex.split(args.looprl_args)],
-    ).for_hardware(torch.cuda.device_count())
+    ).for_hardware(local_gpu_count())
     trl = trl_config(args.task, 0, args.lr, Path(args.out) / "trl-settings")
     o, t, ratio = cfg.orchestrator, cfg.trainer, cfg.trainer.loss.ratio
     turns = "take turns" if o.off_policy_steps == 0 else "overlap"

@@ -93,8 +93,6 @@ def resumable_step(run_dir: Path) -> int:
 
 
 def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
-    import torch
-
     from looprl.inference.backends import engine_process
     from looprl.launch.placement import place, trainer_command
     from looprl.launch.progress import RunProgress, duration
@@ -103,7 +101,7 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
 
     signal.signal(signal.SIGTERM, _exit_on_signal)  # `kill` cleans up like Ctrl-C does
     share_cpu_threads(cfg.orchestrator.off_policy_steps)
-    placement = place(cfg, torch.cuda.device_count())
+    placement = place(cfg, local_gpu_count())
     os.environ.update(placement.engine_env)  # the engine (and the orchestrator, which needs no GPU)
     resume = ["--resume-step", str(resume_step)]
     progress = RunProgress(run_dir, cfg.max_steps, first_step=resume_step + 1)
@@ -184,9 +182,7 @@ def share_cpu_threads(max_off_policy_steps: int) -> None:
     trains, the trainer waits for the batch), so each gets every core: on 2 cores that made the demo
     reach 95 % of its maximum reward sooner than overlapping did ("Learning speed" in the README).
     Idle threads sleep either way, and a user's OMP_NUM_THREADS wins. The children inherit this."""
-    import torch
-
-    if torch.cuda.is_available():
+    if local_gpu_count():
         return
     os.environ["OMP_NUM_THREADS"] = cpu_threads_per_process(max_off_policy_steps)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

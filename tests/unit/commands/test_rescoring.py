@@ -62,7 +62,8 @@ async def test_groups_are_rescored_with_new_totals_advantages_and_logs():
     assert [len(g) for g in groups] == [2, 1]
     assert by_id["a"].after.rewards == {"correct": 1.0, "shortest": 1.0} and by_id["a"].reward == 2.0
     assert by_id["b"].after.rewards == {"correct": 0.0, "shortest": 0.0} and by_id["b"].reward == 0.0
-    assert by_id["a"].advantage == pytest.approx(1.0) and by_id["b"].advantage == pytest.approx(-1.0)  # (r - 1) / 1
+    # (r - mean) / (std + eps): mean 1, std 1
+    assert by_id["a"].advantage == 1 / (1 + 1e-6) and by_id["b"].advantage == -1 / (1 + 1e-6)
     assert by_id["c"].advantage is None  # a lone rollout: no learning signal, stored as None
     assert all(i.changed for i in by_id.values())
     assert [r.message for r in by_id["a"].logs] == ["scoring 4", "group of 2", "shortest"]

@@ -3,7 +3,6 @@
 import os
 
 import pytest
-import torch
 
 from looprl.launch.rl_command import share_cpu_threads
 
@@ -13,7 +12,7 @@ def four_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     monkeypatch.setattr("os.cpu_count", lambda: 4)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr("looprl.launch.rl_command.local_gpu_count", lambda: 0)
 
 
 @pytest.mark.usefixtures("four_cores")

@@ -207,7 +207,8 @@ def _command_section(name: str, parser: argparse.ArgumentParser) -> list[str]:
     actions = [a for a in parser._actions if not isinstance(a, argparse._HelpAction)]
     positionals = [a for a in actions if not a.option_strings]
     synopsis = " ".join([f"looprl {name}", *(_value_text(a) for a in positionals), "[OPTIONS]"])
-    lines = [f"## `looprl {name}`", "", f"{parser.description}.", "", f"    {synopsis}", ""]
+    description = parser.description or ""
+    lines = [f"## `looprl {name}`", "", f"{description[:1].upper()}{description[1:]}.", "", f"    {synopsis}", ""]
     lines += ["| argument | default | description |", "| --- | --- | --- |"]
     for action in positionals + [a for a in actions if a.option_strings]:
         lines.append(f"| {_cell(f'`{_argument_text(action)}`')} | {_flag_default(action)} | "

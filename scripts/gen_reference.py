@@ -53,12 +53,12 @@ def config_reference() -> str:
         "Unknown keys are errors. A value left unset is absent from the file (TOML has no null).",
         "",
     ]
-    for table in _tables(RLConfig, ()):
+    for table in config_tables(RLConfig, ()):
         lines += _table_section(*table)
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _tables(model: type[BaseModel], path: tuple[str, ...], variant: str = "",
+def config_tables(model: type[BaseModel], path: tuple[str, ...], variant: str = "",
             optional: bool = False) -> Iterator[tuple[str, type[BaseModel], str, bool]]:
     """Each TOML table of `model` (itself first, then its sub-tables in field order) with its dotted path,
     the `type` tag when it is one variant of a tagged union, and whether the table is optional."""
@@ -68,7 +68,7 @@ def _tables(model: type[BaseModel], path: tuple[str, ...], variant: str = "",
         models = [m for m in members if _is_model(m)]
         for sub in models:
             tag = sub.model_fields["type"].default if len(models) > 1 else ""
-            yield from _tables(sub, (*path, name), tag, type(None) in members)
+            yield from config_tables(sub, (*path, name), tag, type(None) in members)
 
 
 def _table_section(path: str, model: type[BaseModel], variant: str, optional: bool) -> list[str]:
@@ -181,13 +181,18 @@ def cli_reference() -> str:
         "[config reference](config.md).",
         "",
     ]
+    for name, parser in command_parsers().items():
+        lines += _command_section(name, parser)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def command_parsers() -> dict[str, argparse.ArgumentParser]:
+    """Each command's parser with its arguments, as `looprl COMMAND --help` builds it."""
     with _without_looprl_variables():
         _, parsers = build_parser([])
         for name, (module, _) in COMMANDS.items():
-            parser = parsers[name]
-            importlib.import_module(module).add_arguments(parser)
-            lines += _command_section(name, parser)
-    return "\n".join(lines).rstrip() + "\n"
+            importlib.import_module(module).add_arguments(parsers[name])
+    return parsers
 
 
 @contextmanager

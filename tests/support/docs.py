@@ -1,26 +1,35 @@
 """The hand-written docs as the doc tests read them: pages, paragraphs, code, and what the code accepts.
 
 The hand-written docs are the README and docs/**/*.md, less docs/reference/ (generated from the code by
-scripts/gen_reference.py: they list every flag and key by construction, so they vouch for nothing).
+scripts/gen_reference.py: they list every flag and key by construction, so they vouch for nothing). What
+the code accepts comes from that script too: the same parsers and config tables the references show.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
+import importlib.util
 import re
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin
+from types import ModuleType
+from typing import get_origin
 
-from pydantic import BaseModel
-
-from looprl.cli import COMMANDS, build_parser
 from looprl.config import RLConfig
 
 ROOT = Path(__file__).parents[2]
 GENERATED = ROOT / "docs" / "reference"
 _FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+
+
+@cache
+def generator() -> ModuleType:
+    """scripts/gen_reference.py (a script, not a package module)."""
+    spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "scripts" / "gen_reference.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def doc_pages() -> list[Path]:
@@ -46,32 +55,28 @@ def code_snippets(text: str) -> Iterator[str]:
     yield from re.findall(r"`([^`\n]+)`", prose)
 
 
-def command_flags(name: str) -> set[str]:
-    """The long flags `looprl NAME` accepts, from the parser that `--help` prints."""
-    _, parsers = build_parser([])
-    parser = parsers[name]
-    importlib.import_module(COMMANDS[name][0]).add_arguments(parser)
-    return {s for a in parser._actions if not isinstance(a, argparse._HelpAction)
-            for s in a.option_strings if s.startswith("--")}
+@cache
+def command_flags(name: str) -> frozenset[str]:
+    """The long flags `looprl NAME` accepts."""
+    parser = generator().command_parsers()[name]
+    return frozenset(s for action in parser._actions for s in action.option_strings if s.startswith("--"))
+
+
+@cache
+def _config_keys() -> tuple[frozenset[str], frozenset[str]]:
+    """Every table and key of a `looprl rl` config, and the free-form tables among them (any name is a key
+    there: `orchestrator.reward_weights`, `env.args`)."""
+    keys, free = set(), set()
+    for path, model, *_ in generator().config_tables(RLConfig, ()):
+        keys.add(path)
+        for name, field in model.model_fields.items():
+            key = f"{path}.{name}" if path else name
+            keys.add(key)
+            if get_origin(field.annotation) is dict:
+                free.add(key)
+    return frozenset(keys), frozenset(free)
 
 
 def config_key_exists(dotted: str) -> bool:
-    """Whether `a.b.c` is a key (or table) of a `looprl rl` config; below a free-form table
-    (`orchestrator.reward_weights`, `env.args`) any name is one."""
-    models: list[Any] = [RLConfig]
-    for part in dotted.split("."):
-        fields = [m.model_fields[part] for m in models if _is_model(m) and part in m.model_fields]
-        if not fields:
-            return any(get_origin(m) is dict for m in models)
-        models = [t for f in fields for t in _members(f.annotation)]
-    return True
-
-
-def _members(annotation: Any) -> list[Any]:
-    if get_origin(annotation) is Union or type(annotation).__name__ == "UnionType":
-        return [m for arg in get_args(annotation) for m in _members(arg)]
-    return [annotation]
-
-
-def _is_model(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+    keys, free = _config_keys()
+    return dotted in keys or any(dotted.startswith(f"{table}.") for table in free)

@@ -2,26 +2,18 @@
 line and config key the hand-written pages show exists (the other direction, every flag described, is
 `test_cli.py`'s)."""
 
-import importlib.util
 import re
 
 import pytest
-from tests.support.docs import ROOT, code_snippets, command_flags, config_key_exists, doc_pages
+from tests.support.docs import ROOT, code_snippets, command_flags, config_key_exists, doc_pages, generator
 
 from looprl.cli import COMMANDS
 from looprl.config import RLConfig
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "scripts" / "gen_reference.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("page", ["config", "cli"])
 def test_the_generated_reference_is_current(page):
-    gen = _generator()
+    gen = generator()
     path, text = {"config": (gen.CONFIG_PAGE, gen.config_reference), "cli": (gen.CLI_PAGE, gen.cli_reference)}[page]
     assert path.read_text() == text(), (f"{path.relative_to(ROOT)} is stale: regenerate it with "
                                         f"`PYTHONPATH=src python scripts/gen_reference.py`")
@@ -37,15 +29,14 @@ def _command_lines():
 
 
 def test_every_flag_a_documented_command_line_passes_exists():
-    flags = {name: command_flags(name) for name in COMMANDS}
     wrong = set()
     for page, command, arguments in _command_lines():
         for flag in re.findall(r"(?<![\w-])--[a-z][\w.-]*[\w]", arguments):
-            if command == "rl" and flag not in flags["rl"]:
+            if command == "rl" and flag not in command_flags("rl"):
                 # `looprl rl` takes dotted config overrides; `--key.sub` is the synopsis' placeholder
                 ok = flag == "--key.sub" or config_key_exists(flag[2:])
             else:
-                ok = flag in flags[command]
+                ok = flag in command_flags(command)
             if not ok:
                 wrong.add(f"{page}: looprl {command} {flag}")
     assert not wrong, sorted(wrong)

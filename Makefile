@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: install vllm demo lint test bench clean
+.PHONY: install vllm demo lint docs test bench clean
 
 install: $(STAMP)
 
@@ -43,12 +43,20 @@ demo: install
 	@echo "Per-step metrics:   $(VENV)/bin/looprl metrics runs/demo"
 	@echo "Rollouts (web UI):  $(VENV)/bin/looprl inspect runs/demo"
 
-# ruff (style, imports), mypy (types; the user contract strictly) and import-linter (the import contracts in
-# pyproject.toml); PYTHONPATH=src so import-linter reads this tree's package, and no cache lands in src/.
+# ruff (style, imports), mypy (types; the user contract strictly), import-linter (the import contracts in
+# pyproject.toml) and the docs site, built strictly (a broken link or anchor, or a page missing from the nav,
+# fails); PYTHONPATH=src so import-linter reads this tree's package, and no cache lands in src/.
 lint: install
 	$(VENV)/bin/ruff check src tests bench examples scripts
 	PYTHONPATH=src $(VENV)/bin/mypy src/looprl
 	PYTHONPATH=src $(VENV)/bin/lint-imports --no-cache
+	$(DOCS_BUILD)
+
+# The docs site (mkdocs.yml, docs/) into site/; `$(VENV)/bin/mkdocs serve` serves it while you edit. The
+# variable silences Material's banner about its successor.
+DOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+docs: install
+	$(DOCS_BUILD)
 
 test: install lint vllm /usr/bin/chromium
 	$(PY) -m pytest -q
@@ -57,4 +65,4 @@ bench: install
 	$(PY) bench/runtime.py
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) runs
+	rm -rf $(VENV) $(VLLM_VENV) runs site

@@ -1,4 +1,7 @@
-"""The base of every config model: an unknown key is an error, so a typo never passes silently."""
+"""The base of every config model: an unknown key is an error, so a typo never passes silently.
+
+A field's docstring (the string under it) is its description: `scripts/gen_reference.py` writes them into
+the docs' config reference, and a field without one fails that script and its staleness test."""
 
 from __future__ import annotations
 
@@ -6,4 +9,4 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)

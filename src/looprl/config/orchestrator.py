@@ -24,14 +24,18 @@ class SamplingParams(Strict):
     temperature: float | None = Field(1.0, ge=0)
     """Sampling temperature; RL needs the same value the trainer assumes (default 1.0)."""
     top_p: float | None = Field(None, gt=0, le=1)
+    """Nucleus sampling: sample from the smallest token set whose probability reaches top_p."""
     max_tokens: int | None = Field(None, ge=1)
     """Upper bound on tokens generated per call."""
     seed: int | None = None
     """Base seed; each call gets a seed derived from it, the rollout id and the call index."""
     stop: list[str] = Field(default_factory=list)
+    """Stop strings, added to each request's own."""
 
 
 class EnvConfig(Strict):
+    """`[env]`: the environment class trained and evaluated on, and how its code runs."""
+
     source: str
     """The environment class: `path/to/file.py:ClassName` or `package.module:ClassName`."""
     base_dir: Path | None = None
@@ -49,6 +53,8 @@ class EnvConfig(Strict):
 
 
 class EvalSettings(Strict):
+    """`[orchestrator.eval]`: periodic evaluation on the env's eval split, stored as the run's eval rollouts."""
+
     interval: int = Field(0, ge=0)
     """Evaluate at steps 1, 1+N, 1+2N, ... (step 1: the initial model) and after the last step (0: only after
     the last)."""
@@ -59,6 +65,8 @@ class EvalSettings(Strict):
 
 
 class OrchestratorConfig(Strict):
+    """`[orchestrator]`: the RL loop's rollouts, rewards, advantages and training batches."""
+
     batch_size: int = Field(32, ge=1)
     """Rollouts per training step; a multiple of `group_size`."""
     group_size: int = Field(8, ge=1)
@@ -76,7 +84,7 @@ class OrchestratorConfig(Strict):
     """Divide group advantages by the group's reward std (GRPO, and TRL's default). On a task where
     successes are rare it weighs the one right reply of a group far above the usual spread: on
     `examples/two_digit` it halved the steps to every reward level; false gives Dr. GRPO's
-    unscaled advantages (README, "Learning speed")."""
+    unscaled advantages (docs/benchmarks.md)."""
     max_off_policy_steps: int | None = Field(None, ge=0)
     """Largest lag between a rollout's policy and the one being trained; older groups are dropped.
     Unset, `looprl rl` picks by hardware and writes the number into the run's `config.toml`: 0 without a

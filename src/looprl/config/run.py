@@ -31,11 +31,15 @@ from looprl.paths import config_path
 
 
 class ModelConfig(Strict):
+    """`[model]`: the policy that the engine serves and the trainer trains."""
+
     name: str = DEFAULT_MODEL
     """The policy: the bundled alias, a local HF-format directory or a Hub id. Engine and trainer load it."""
 
 
 class InferenceConfig(Strict):
+    """`[inference]`: the engine that serves the policy's model calls."""
+
     backend: Literal["embedded", "vllm"] = "embedded"
     """The engine serving the policy: looprl's embedded engine (transformers, the CPU default) or vLLM."""
     max_batch_size: int = Field(64, ge=1)
@@ -50,6 +54,8 @@ class InferenceConfig(Strict):
 
 
 class LogConfig(Strict):
+    """`[log]`: the process logs under `{output_dir}/logs/`."""
+
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """Level of the process logs (and of env log records captured per rollout)."""
     json_logging: bool = False
@@ -57,6 +63,8 @@ class LogConfig(Strict):
 
 
 class RLConfig(Strict):
+    """A whole `looprl rl` run: the keys at the top of the file."""
+
     output_dir: Path = Path("runs/rl")
     """The run directory: config, run store, checkpoints, broadcasts, logs."""
     max_steps: int = Field(20, ge=1)
@@ -68,7 +76,7 @@ class RLConfig(Strict):
     env: EnvConfig
     """The environment trained on (and evaluated on, with its eval split)."""
     inference: InferenceConfig = Field(default_factory=InferenceConfig)
-    """The embedded inference engine."""
+    """The inference engine (embedded or vLLM)."""
     orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
     """Rollouts, rewards, advantages, batches."""
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)

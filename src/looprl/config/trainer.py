@@ -16,32 +16,44 @@ class ClippedLoss(Strict):
     """PPO-style clipped ratio (GRPO; `eps_high > eps_low` is DAPO's clip-higher)."""
 
     type: Literal["clipped"] = "clipped"
+    """Selects this objective."""
     eps_low: float = Field(0.2, ge=0)
+    """The ratio is clipped from below at 1 - eps_low."""
     eps_high: float = Field(0.2, ge=0)
+    """The ratio is clipped from above at 1 + eps_high (above eps_low: DAPO's clip-higher)."""
 
 
 class TruncatedLoss(Strict):
     """REINFORCE with the importance weight truncated at `cap` (TIS)."""
 
     type: Literal["truncated"] = "truncated"
+    """Selects this objective (the default)."""
     cap: float = Field(2.0, gt=0)
+    """The policy gradient of each token is weighted by min(ratio, cap)."""
 
 
 class MaskedLoss(Strict):
     """The importance-weighted gradient, with tokens whose ratio is outside [low, high] masked out."""
 
     type: Literal["masked"] = "masked"
+    """Selects this objective."""
     low: float = Field(0.5, ge=0)
+    """Tokens whose ratio is below this carry no gradient."""
     high: float = Field(2.0, gt=0)
+    """Tokens whose ratio is above this carry no gradient."""
 
 
 class LossConfig(Strict):
+    """The policy-gradient objective: a per-token ratio variant, its normalisation, an optional KL penalty."""
+
     ratio: ClippedLoss | TruncatedLoss | MaskedLoss = Field(default_factory=TruncatedLoss, discriminator="type")
     """The per-token objective. Truncated by default: at one step of off-policy lag, PPO's clip around the
     sampling policy zeroes the gradient of the tokens the previous step just moved, so each step moved
-    the policy about half as far (README, "Learning speed")."""
+    the policy about half as far (docs/benchmarks.md, "One step of off-policy lag")."""
     normalization: Literal["per_token", "per_sequence", "constant"] = "per_token"
-    """How the step's token losses are averaged (see `trainer.loss.normalization`)."""
+    """How the step's token losses are averaged: `per_token` (DAPO) weighs every loss token of the step the
+    same; `per_sequence` (GRPO) averages each sequence, then the sequences; `constant` (Dr. GRPO) divides
+    by `normalization_constant`, so the loss scale does not follow the sampled lengths."""
     normalization_constant: float | None = Field(None, gt=0)
     """The denominator of `constant` normalisation, e.g. sequences per step * max completion tokens."""
     kl_coef: float = Field(0.0, ge=0)
@@ -55,11 +67,18 @@ class LossConfig(Strict):
 
 
 class OptimConfig(Strict):
+    """AdamW (fp32 state) with a linear warmup and gradient-norm clipping."""
+
     lr: float = Field(1e-6, gt=0)
+    """Peak learning rate."""
     weight_decay: float = Field(0.0, ge=0)
+    """AdamW's decoupled weight decay."""
     betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW's (beta1, beta2)."""
     warmup_steps: int = Field(0, ge=0)
+    """Linear warmup: step k trains at lr * min(1, k / warmup_steps), so the first step already learns."""
     max_grad_norm: float = Field(1.0, gt=0)
+    """Gradients are clipped to this global norm before each update."""
 
 
 class LoraConfig(Strict):
@@ -94,8 +113,12 @@ class CheckpointConfig(Strict):
 
 
 class TrainerConfig(Strict):
+    """The trainer process: computes the loss on the orchestrator's batches and publishes new weights."""
+
     optim: OptimConfig = Field(default_factory=OptimConfig)
+    """The optimizer."""
     loss: LossConfig = Field(default_factory=LossConfig)
+    """The objective."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where the trainer computes: `auto` is CUDA when present, else the CPU."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"

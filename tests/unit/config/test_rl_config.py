@@ -84,6 +84,6 @@ def test_the_run_config_holds_the_lag_looprl_rl_chose(tmp_path, monkeypatch):
 
 
 def test_advantages_are_divided_by_the_group_std_unless_a_config_says_not():
-    """The default that won on examples/two_digit; the demo's config turns it off (README, "Learning speed")."""
+    """The default that won on examples/two_digit; the demo's config turns it off (docs/benchmarks.md)."""
     assert load_config(RLConfig, ["--env.source", "x.py:E"]).orchestrator.normalize_std
     assert not load_config(RLConfig, ["@", str(ROOT / "examples/demo/rl.toml")]).orchestrator.normalize_std

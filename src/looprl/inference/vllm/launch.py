@@ -28,6 +28,7 @@ engine-core and worker processes.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -66,6 +67,16 @@ def vllm_python(configured: str | None = None) -> str:
 def max_lora_rank(rank: int) -> int:
     """The smallest `--max-lora-rank` vLLM accepts that holds adapters of `rank`."""
     return next((r for r in LORA_RANKS if r >= rank), rank)
+
+
+def attention_heads(model_dir: Path) -> int | None:
+    """`num_attention_heads` of an HF model directory's config (a multimodal model's text config), if known."""
+    try:
+        config = json.loads((model_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    heads = config.get("num_attention_heads") or (config.get("text_config") or {}).get("num_attention_heads")
+    return heads if isinstance(heads, int) else None
 
 
 class VllmProcess(EngineProcess):
@@ -110,6 +121,10 @@ class VllmProcess(EngineProcess):
             return []
         if gpus % tp:
             raise UserError(f"inference.tensor_parallel_size = {tp} must divide the engine's {gpus} GPU(s)")
+        heads = attention_heads(Path(self.model))
+        if heads and heads % tp:
+            raise UserError(f"inference.tensor_parallel_size = {tp} must divide the model's {heads} attention heads "
+                            f"(vLLM splits them across the GPUs of a replica)")
         args = ["--tensor-parallel-size", str(tp)] if tp > 1 else []
         return args + (["--data-parallel-size", str(gpus // tp)] if gpus > tp else [])
 

@@ -58,6 +58,18 @@ def merged(model: Any, state: StateDict) -> StateDict:
     return out
 
 
+def stores(path: Path, state: StateDict) -> bool:
+    """Whether the safetensors file `path` exists and holds `state`'s tensors in their dtype (a broadcast in the
+    engine's bfloat16 does not hold the float32 weights a checkpoint keeps)."""
+    from safetensors import safe_open
+
+    if not path.is_file():
+        return False
+    with safe_open(str(path), framework="pt") as f:
+        name = next((n for n in f.keys() if n in state), None)  # noqa: SIM118 (a safetensors handle, not a dict)
+        return name is not None and f.get_slice(name)[0:1].dtype == state[name].dtype
+
+
 def save_model(target: Path, state: StateDict, config: Any) -> None:
     if getattr(config, "tie_word_embeddings", False):
         state = {k: v for k, v in state.items() if k != "lm_head.weight"}

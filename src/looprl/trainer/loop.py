@@ -50,7 +50,8 @@ from looprl.utils.logger import get_logger
 
 def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
     log, tcfg, ccfg = get_logger(), cfg.trainer, cfg.trainer.checkpoint
-    adapter_only = cfg.inference.backend == "vllm"  # vLLM hot-loads adapters; the embedded engine needs them merged
+    # vLLM hot-loads adapters (the base model is then never gathered); the embedded engine needs them merged
+    adapter_only = cfg.inference.backend == "vllm" and tcfg.lora is not None
     ranks = parallel.setup(tcfg.device, tcfg.dtype, tcfg.dist_timeout_s)
     dtype = broadcast_dtype(cfg.inference.dtype, ranks)
     log.info("trainer rank {} of {} on {} ({})", ranks.rank, ranks.world_size, ranks.device, ranks.compute_dtype)
@@ -74,7 +75,7 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
             log.warning("checkpoint {} holds no optimizer state (trainer.checkpoint.final_optimizer = false): "
                         "AdamW starts afresh", resume_step)
         if not is_stable(broadcast_dir(run_dir, resume_step)):  # the engine resumes from this broadcast
-            state = full_state_dict(model, ranks)
+            state = full_state_dict(model, ranks, adapter_only)
             if state is not None:
                 broadcast_weights(run_dir, resume_step, model, state, tcfg.keep_broadcasts, adapter_only, dtype)
             ranks.barrier()
@@ -94,7 +95,7 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
                              tcfg.optim.max_grad_norm, ref_model, tcfg.loss.kl_coef, ranks, collected)
         rollout_logprobs = collected.gather(ranks)
         broadcast_start = time.perf_counter()
-        state = full_state_dict(model, ranks)
+        state = full_state_dict(model, ranks, adapter_only)
         if state is not None:
             broadcast_weights(run_dir, step, model, state, tcfg.keep_broadcasts, adapter_only, dtype)
         metrics["broadcast_time_s"] = time.perf_counter() - broadcast_start

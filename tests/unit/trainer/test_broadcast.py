@@ -52,3 +52,44 @@ def test_the_process_group_waits_as_long_as_configured(monkeypatch):
     monkeypatch.setattr(parallel.dist, "get_rank", lambda: 1)
     ranks = parallel.setup("cpu", "auto", timeout_s=5400)
     assert ranks.rank == 1 and calls[0]["timeout"] == timedelta(seconds=5400)
+
+
+def test_an_adapter_broadcast_gathers_the_adapters_alone(tmp_path, tokenizer):
+    """LoRA + vLLM: the broadcast and the checkpoint hold the adapters only, so only they are gathered, not the
+    frozen base model (under FSDP2, here one gloo rank: each adapter's DTensor gathered by itself)."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    from looprl.config import LoraConfig
+    from looprl.trainer.checkpoint import load_checkpoint
+    from looprl.trainer.lora import add_lora
+    from looprl.trainer.weights import full_state_dict
+
+    lora = LoraConfig(rank=4, alpha=8, target_modules=["q_proj", "v_proj"])
+    model = add_lora(tiny_model(), lora)
+    adapters = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    try:
+        for layer in parallel.decoder_layers(model):
+            fully_shard(layer)
+        fully_shard(model)
+        state = full_state_dict(model, Ranks(), adapters_only=True)
+    finally:
+        dist.destroy_process_group()
+    assert state is not None and set(state) == set(adapters)  # no base weight, not even the tied lm_head
+    for name, tensor in state.items():
+        assert torch.equal(tensor, adapters[name]) and tensor.device.type == "cpu", name
+
+    plain = add_lora(tiny_model(), lora)
+    plain.load_state_dict(state, strict=False)
+    path = broadcast_weights(tmp_path, 1, plain, state, adapter_only=True, dtype=torch.bfloat16)
+    assert sorted(p.name for p in path.iterdir()) == ["STABLE", "adapter_config.json", "adapter_model.safetensors"]
+    optimizer = build_optimizer(plain, lr=1e-2)
+    save_checkpoint(tmp_path, 1, plain, tokenizer, optimizer, build_scheduler(optimizer), state=state,
+                    with_optimizer=False)
+    fresh = add_lora(tiny_model(), lora)
+    fresh_optimizer = build_optimizer(fresh, lr=1e-2)
+    load_checkpoint(tmp_path, 1, fresh, fresh_optimizer, build_scheduler(fresh_optimizer))
+    for name, param in fresh.named_parameters():
+        if param.requires_grad:
+            assert torch.equal(param, adapters[name]), name

@@ -53,6 +53,11 @@ class InferenceConfig(Strict):
     """The engine's weights dtype (vLLM's and the embedded engine's `--dtype`), which the trainer also writes
     its broadcasts in. `auto`: bfloat16 with GPUs, float32 on the CPU; `looprl rl` writes the resolved
     value into the run's config.toml."""
+    urls: list[str] = Field(default_factory=list)
+    """Root URLs (`http://HOST:PORT`) of engines already serving the policy, each the whole model (`looprl
+    inference`, or vLLM with looprl's routes), on a filesystem that sees the run directory: `looprl rl` then
+    starts none, spreads the rollouts over them and loads every weight update into each. Empty (the default):
+    `looprl rl` starts the engine. A `[slurm]` job ignores it: its inference nodes serve."""
     tensor_parallel_size: int = Field(1, ge=1)
     """vLLM: GPUs per model replica (`--tensor-parallel-size`, raise it for a model one GPU cannot hold); the
     engine's GPUs are split into replicas of this size (`--data-parallel-size`), served by one vLLM server.

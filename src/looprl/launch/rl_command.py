@@ -21,6 +21,7 @@ submitted with `sbatch`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -107,24 +108,28 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     progress = RunProgress(run_dir, cfg.max_steps, first_step=resume_step + 1)
     progress.say(f"looprl rl: run directory {run_dir} (logs in {log_path(run_dir, '*')})" +
                  (f", resuming after step {resume_step}" if resume_step else ""))
-    engine = run_engine(cfg, log_path(run_dir, "inference"))
+    engines = [] if cfg.inference.urls else [run_engine(cfg, log_path(run_dir, "inference"))]
     children: list[Child] = []
     completed = False
-    progress.say(f"looprl rl: starting the inference engine ({cfg.model.name}) ...")
-    engine_start = time.monotonic()
-    with engine:
-        progress.say(f"looprl rl: engine ready in {duration(time.monotonic() - engine_start)}; "
-                     f"starting the orchestrator and the trainer")
+    with contextlib.ExitStack() as stack:
+        if engines:
+            progress.say(f"looprl rl: starting the inference engine ({cfg.model.name}) ...")
+            engine_start = time.monotonic()
+            urls = [stack.enter_context(engines[0]).url]
+            ready = f"engine ready in {duration(time.monotonic() - engine_start)}"
+        else:
+            urls = check_engines(cfg.inference.urls)
+            ready = f"the engines at {', '.join(urls)} are ready"
+        progress.say(f"looprl rl: {ready}; starting the orchestrator and the trainer")
         progress.follow()
         try:
             orchestrator = Child("orchestrator", log_path(run_dir, "orchestrator")).start(python_module(
-                "looprl.orchestrator", str(run_dir), "--engine-url", engine.url, "--model-name", engine.model_name,
-                *resume))
+                "looprl.orchestrator", str(run_dir), "--engine-url", *urls, "--model-name", cfg.model.name, *resume))
             children.append(orchestrator)
             trainer = Child("trainer", log_path(run_dir, "trainer")).start(
                 trainer_command(sys.executable, run_dir, placement.trainer_ranks, resume), placement.trainer_env)
             children.append(trainer)
-            failed = watch([EngineChild(engine), *children], until_done=children, tick=progress.poll)
+            failed = watch([*map(EngineChild, engines), *children], until_done=children, tick=progress.poll)
             completed = failed is None
             status = failed.process.poll() if failed is not None and failed.process else None
         finally:
@@ -136,6 +141,23 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
         return 1
     progress.say(f"Look at the run with:\n  looprl metrics {run_dir}\n  looprl inspect {run_dir}")
     return 0
+
+
+def check_engines(urls: list[str]) -> list[str]:
+    """`inference.urls` without a trailing slash, once each answers `/health` (else a one-line error)."""
+    import httpx
+
+    from looprl.errors import UserError
+
+    roots = [url.rstrip("/") for url in urls]
+    for root in roots:
+        try:
+            healthy = httpx.get(f"{root}/health", timeout=10).status_code == 200
+        except httpx.HTTPError:
+            healthy = False
+        if not healthy:
+            raise UserError(f"inference.urls: no engine answers {root}/health")
+    return roots
 
 
 def submit_to_slurm(cfg: RLConfig, resume_step: int, dry_run: bool) -> int:

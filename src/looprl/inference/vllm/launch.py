@@ -14,7 +14,9 @@ template has no tool support, `template.hermes_template` (the prompts the embedd
 runtime LoRA when the trainer trains adapters, its GPUs (`gpus`, default: those in
 `CUDA_VISIBLE_DEVICES`) split into replicas of `tensor_parallel_size` GPUs each (vLLM's
 `--tensor-parallel-size` and `--data-parallel-size`: one server, whose engine spreads the requests
-over the replicas and runs each weight update and adapter load on all of them), and looprl's own
+over the replicas and runs each weight update and adapter load on all of them; this entry point runs
+one API server process whatever the data parallelism, so `routes` keeps one state, where `vllm
+serve` would start one API server per replica), and looprl's own
 pieces: `routes` as HTTP middleware (`/update_weights`, `/health`) and `worker.WeightLoader` as the
 worker extension. Requests get token ids and logprobs by asking (`return_token_ids`, `logprobs`), as
 the gateway does. `vllm_args` come last, so they override any of these.

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from looprl.config.base import Strict
 from looprl.config.deployment import DeploymentConfig, SlurmConfig
@@ -92,7 +92,7 @@ class RLConfig(Strict):
     env: EnvConfig
     """The environment trained on (and evaluated on, with its eval split)."""
     inference: InferenceConfig = Field(default_factory=InferenceConfig)
-    """The embedded inference engine."""
+    """The inference engine."""
     orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
     """Rollouts, rewards, advantages, batches."""
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
@@ -103,6 +103,15 @@ class RLConfig(Strict):
     """Which GPUs of this machine serve inference and which train."""
     slurm: SlurmConfig | None = None
     """With a `[slurm]` table, `looprl rl` submits the run as one SLURM job (`--dry-run` writes the script)."""
+
+    @model_validator(mode="after")
+    def _vllm_replicas_fill_a_node(self) -> RLConfig:
+        """Said when the job is written, not minutes later on every inference node."""
+        tp, slurm = self.inference.tensor_parallel_size, self.slurm
+        if slurm is not None and self.inference.backend == "vllm" and slurm.gpus_per_node % tp:
+            raise ValueError(f"inference.tensor_parallel_size = {tp} must divide slurm.gpus_per_node = "
+                             f"{slurm.gpus_per_node} (each inference node runs vLLM replicas of {tp} GPUs)")
+        return self
 
     def for_hardware(self, gpus: int) -> RLConfig:
         """This config with what it leaves to the hardware decided, for a machine with `gpus` GPUs (a

@@ -172,3 +172,15 @@ def test_vllm_on_both_inference_nodes_and_the_orchestrator_given_both(tmp_path, 
                                    "http://infer-b:8000", "--model-name", "smollm2-135m-instruct", "--resume-step", "0"]
     assert (tmp_path / "health").read_text().split() == ["health", "http://infer-a:8000/health",
                                                          "health", "http://infer-b:8000/health"]
+
+
+def test_vllm_replicas_that_do_not_fill_a_node_are_refused_when_the_job_is_written(tmp_path, capsys):
+    from looprl.cli import main
+
+    root = Path(__file__).resolve().parents[3]
+    status = main(["rl", "@", str(root / "examples/demo/rl.toml"), "--output_dir", str(tmp_path / "run"),
+                   "--inference.backend", "vllm", "--inference.tensor_parallel_size", "3", "--slurm.gpus_per_node", "8",
+                   "--dry-run"])
+    error = capsys.readouterr().err
+    assert status == 2 and "inference.tensor_parallel_size = 3 must divide slurm.gpus_per_node = 8" in error
+    assert not (tmp_path / "run" / "rl.sbatch").exists()

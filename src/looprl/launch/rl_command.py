@@ -2,12 +2,12 @@
 
 Validates the config, writes the resolved `config.toml` into `output_dir` (`--dry-run` stops there),
 checks the output directory, the env import and the train split's first rows (each mistake one line
-and exit 2, before anything slow), starts the inference engine, then the orchestrator and the
-trainer as child processes, each with its output in `logs/<process>.log`, and supervises them: when
-one fails the others are stopped, the command exits 1 and prints the tail of the failing log; Ctrl-C
-stops them all. Meanwhile it prints the engine coming up, a line per step, the orchestrator's
-warnings and a closing summary (`launch.progress`, which only reads the run store and the
-orchestrator's log).
+and exit 2, before anything slow), starts the inference engine (none with `inference.urls`: the
+orchestrator then uses those engines), then the orchestrator and the trainer as child processes,
+each with its output in `logs/<process>.log`, and supervises them: when one fails the others are
+stopped, the command exits 1 and prints the tail of the failing log; Ctrl-C stops them all.
+Meanwhile it prints the engine coming up, a line per step, the orchestrator's warnings and a
+closing summary (`launch.progress`, which only reads the run store and the orchestrator's log).
 
 `--resume` continues a run from its latest checkpoint k: files of later steps (hand-off files and
 broadcasts) are removed, the orchestrator deletes store rows after step k, both processes go on at k+1

@@ -1,6 +1,7 @@
 """SLURM: the sbatch script of a multi-node `looprl rl` run (the `[slurm]` table is `config.SlurmConfig`).
 
-    script = render_sbatch(cfg.slurm, output_dir, **slurm_commands(sys.executable, run_dir, cfg, resume_step))
+    script = render_sbatch(cfg.slurm, output_dir, **slurm_commands(sys.executable, run_dir, cfg, resume_step),
+                           engines_per_node=engines_per_node(cfg))
     path = write_sbatch(script, output_dir)        # {output_dir}/rl.sbatch (all that --dry-run does)
     job_id = submit_sbatch(path)                   # sbatch --parsable
 

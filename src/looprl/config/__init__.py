@@ -24,6 +24,7 @@ from looprl.config.run import (
     LogConfig,
     ModelConfig,
     RLConfig,
+    engine_dtype,
     read_run_config,
 )
 from looprl.config.trainer import (
@@ -56,6 +57,7 @@ __all__ = [
     "SlurmConfig",
     "TrainerConfig",
     "TruncatedLoss",
+    "engine_dtype",
     "load_config",
     "merge_arguments",
     "read_run_config",

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from looprl.config.base import Strict
 from looprl.config.deployment import DeploymentConfig, SlurmConfig
@@ -37,11 +37,35 @@ class ModelConfig(Strict):
     """The policy: the bundled alias, a local HF-format directory or a Hub id. Engine and trainer load it."""
 
 
+EngineDtype = Literal["auto", "float32", "bfloat16", "float16"]
+
+
+def engine_dtype(dtype: str, gpu: bool) -> str:
+    """`inference.dtype` resolved: `auto` is bfloat16 on a GPU (vLLM's LoRA kernels and FlashAttention take
+    nothing wider, and it halves weights and KV cache) and float32 on the CPU (the trainer's dtype there)."""
+    if dtype != "auto":
+        return dtype
+    return "bfloat16" if gpu else "float32"
+
+
 class InferenceConfig(Strict):
     """`[inference]`: the engine that serves the policy's model calls."""
 
     backend: Literal["embedded", "vllm"] = "embedded"
     """The engine serving the policy: looprl's embedded engine (transformers, the CPU default) or vLLM."""
+    dtype: EngineDtype = "auto"
+    """The engine's weights dtype (vLLM's and the embedded engine's `--dtype`), which the trainer also writes
+    its broadcasts in. `auto`: bfloat16 with GPUs, float32 on the CPU; `looprl rl` writes the resolved
+    value into the run's config.toml."""
+    urls: list[str] = Field(default_factory=list)
+    """Root URLs (`http://HOST:PORT`) of engines already serving the policy, each the whole model (`looprl
+    inference`, or vLLM with looprl's routes), on a filesystem that sees the run directory: `looprl rl` then
+    starts none, spreads the rollouts over them and loads every weight update into each. Empty (the default):
+    `looprl rl` starts the engine. A `[slurm]` job ignores it: its inference nodes serve."""
+    tensor_parallel_size: int = Field(1, ge=1)
+    """vLLM: GPUs per model replica (`--tensor-parallel-size`, raise it for a model one GPU cannot hold); the
+    engine's GPUs are split into replicas of this size (`--data-parallel-size`), served by one vLLM server.
+    Must divide the engine's GPUs (`[deployment].inference_gpus`, or `slurm.gpus_per_node`)."""
     max_batch_size: int = Field(64, ge=1)
     """Most sequences decoded together (vLLM's `--max-num-seqs`)."""
     vllm_python: str | None = None
@@ -88,17 +112,28 @@ class RLConfig(Strict):
     slurm: SlurmConfig | None = None
     """With a `[slurm]` table, `looprl rl` submits the run as one SLURM job (`--dry-run` writes the script)."""
 
+    @model_validator(mode="after")
+    def _vllm_replicas_fill_a_node(self) -> RLConfig:
+        """Said when the job is written, not minutes later on every inference node."""
+        tp, slurm = self.inference.tensor_parallel_size, self.slurm
+        if slurm is not None and self.inference.backend == "vllm" and slurm.gpus_per_node % tp:
+            raise ValueError(f"inference.tensor_parallel_size = {tp} must divide slurm.gpus_per_node = "
+                             f"{slurm.gpus_per_node} (each inference node runs vLLM replicas of {tp} GPUs)")
+        return self
+
     def for_hardware(self, gpus: int) -> RLConfig:
         """This config with what it leaves to the hardware decided, for a machine with `gpus` GPUs (a
         SLURM job: its nodes'); `looprl rl` writes the result into the run's `config.toml`.
 
         `orchestrator.max_off_policy_steps`: 0 without a GPU, where the engine and the trainer compute
         on the same cores, so overlapping them gains nothing and costs each half the cores; 1 with GPUs.
+        `inference.dtype = "auto"`: bfloat16 with GPUs, float32 without (`engine_dtype`).
         """
-        if self.orchestrator.max_off_policy_steps is not None:
-            return self
-        orchestrator = self.orchestrator.model_copy(update={"max_off_policy_steps": 0 if gpus == 0 else 1})
-        return self.model_copy(update={"orchestrator": orchestrator})
+        orchestrator, inference = self.orchestrator, self.inference
+        if orchestrator.max_off_policy_steps is None:
+            orchestrator = orchestrator.model_copy(update={"max_off_policy_steps": 0 if gpus == 0 else 1})
+        inference = inference.model_copy(update={"dtype": engine_dtype(inference.dtype, gpus > 0)})
+        return self.model_copy(update={"orchestrator": orchestrator, "inference": inference})
 
     def to_toml_dict(self) -> dict[str, Any]:
         """The resolved config as TOML-writable data (None values left out: TOML has no null)."""

@@ -131,6 +131,10 @@ class TrainerConfig(Strict):
     world_size: int = Field(1, ge=1)
     """Trainer ranks on the CPU (gloo, under torchrun). On GPUs `[deployment].trainer_gpus` (or
     `[slurm]`) sets the ranks, one per GPU."""
+    dist_timeout_s: float = Field(3600.0, gt=0)
+    """Timeout of the ranks' collectives (the NCCL/gloo process group's; torch's default is 10 minutes). Rank 0
+    alone gathers the weights and writes each broadcast and checkpoint while the others wait at the next
+    collective: a large model on a network filesystem can take longer than 10 minutes."""
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     """What `checkpoints/` keeps."""
     keep_broadcasts: int = Field(2, ge=1)

@@ -11,6 +11,10 @@ Context budget: the rollout's context (prompt + completion tokens of its latest 
 code `context_budget_exceeded` (the env loop ends the rollout as `context_exceeded`); otherwise
 `max_tokens` is capped to the room left.
 
+Several upstreams (one per inference node or GPU, each serving the whole model): each rollout is
+given one when its session opens, in turn, so the requests spread evenly over them while a
+multi-turn rollout stays on one engine (whose prefix cache holds its earlier turns).
+
 Connection failures: the gateway keeps idle client connections open for `SERVER_KEEPALIVE_S`,
 longer than env clients pool them. Toward the upstream, pooled connections are dropped after
 `KEEPALIVE_S`, below the 5 s after which uvicorn (the embedded engine, vLLM) closes idle ones, so a
@@ -22,9 +26,10 @@ loses its connection before an answer is sent again, up to `ATTEMPTS` times, the
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +62,8 @@ class Session:
     """One rollout's model traffic."""
 
     rollout_id: str
+    upstream: str
+    """The engine's base URL this rollout's calls go to."""
     context_budget: int | None = None
     calls: list[ModelCall] = field(default_factory=list)
     context_tokens: int = 0
@@ -66,9 +73,13 @@ class Session:
 class Gateway:
     """Sessions, recording and forwarding; `serve()` runs it on a local port."""
 
-    def __init__(self, upstream_base_url: str, model: str, sampling: SamplingParams | None = None,
+    def __init__(self, upstream_base_url: str | Sequence[str], model: str, sampling: SamplingParams | None = None,
                  context_budget: int | None = None, api_key: str | None = None) -> None:
-        self.upstream = upstream_base_url.rstrip("/")
+        urls = [upstream_base_url] if isinstance(upstream_base_url, str) else list(upstream_base_url)
+        if not urls:
+            raise ValueError("the gateway needs at least one upstream base URL")
+        self.upstreams = [url.rstrip("/") for url in urls]
+        self._next_upstream = itertools.cycle(self.upstreams)
         self.model = model
         self.sampling = sampling or SamplingParams()
         self.context_budget = context_budget
@@ -85,7 +96,8 @@ class Gateway:
     # sessions --------------------------------------------------------------------------------
 
     def open_session(self, rollout_id: str, context_budget: int | None = None) -> None:
-        self._sessions[rollout_id] = Session(rollout_id, context_budget or self.context_budget)
+        self._sessions[rollout_id] = Session(rollout_id, next(self._next_upstream),
+                                             context_budget or self.context_budget)
 
     def close_session(self, rollout_id: str) -> list[ModelCall]:
         """End a rollout's session and return its recorded calls (empty if it never called)."""
@@ -140,10 +152,10 @@ class Gateway:
             payload["max_tokens"] = min(payload.get("max_tokens") or room, room)
         started = time.time()
         try:
-            response = await self._post(session.rollout_id, payload)
+            response = await self._post(session, payload)
         except httpx.HTTPError as e:
             latency = time.time() - started
-            message = f"upstream {self.upstream} unreachable: {type(e).__name__}: {e}"
+            message = f"upstream {session.upstream} unreachable: {type(e).__name__}: {e}"
             session.calls.append(record_call(session.rollout_id, idx, started, latency, 502, None, error=message))
             return error_response(502, message, "upstream_unreachable", "api_error")
         latency = time.time() - started
@@ -163,8 +175,8 @@ class Gateway:
             session.context_tokens = call.prompt_tokens + call.completion_tokens
         return JSONResponse(data, status_code=response.status_code)
 
-    async def _post(self, rollout_id: str, payload: dict[str, Any]) -> httpx.Response:
-        url = f"{self.upstream}/chat/completions"
+    async def _post(self, session: Session, payload: dict[str, Any]) -> httpx.Response:
+        url, rollout_id = f"{session.upstream}/chat/completions", session.rollout_id
         for attempt in range(1, ATTEMPTS):
             try:
                 return await self._client.post(url, json=payload)

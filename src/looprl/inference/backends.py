@@ -10,6 +10,11 @@ When the engine shares its GPU with the trainer, the launcher puts `deployment.i
 in `LOOPRL_GPU_MEMORY_FRACTION`: the embedded engine reads it itself (the default of its
 `--gpu-memory-fraction`), vLLM is given it as `--gpu-memory-utilization` unless `inference.vllm_args`
 sets that flag. The embedded engine picks its device itself (`--device auto`: CUDA when present).
+
+`inference.dtype` reaches both as `--dtype`. `auto` (left so by `looprl eval` and `looprl inference`;
+`looprl rl` resolves it into config.toml) is bfloat16 on a GPU and float32 on the CPU: the embedded
+engine resolves it on its device, vLLM is given it resolved here (vLLM's own `auto` would take the
+checkpoint's dtype, bfloat16 on the CPU too).
 """
 
 from __future__ import annotations
@@ -18,30 +23,50 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from looprl.config import engine_dtype
 from looprl.config.deployment import MEMORY_FRACTION_ENV
 from looprl.inference.process import EngineProcess
 
 if TYPE_CHECKING:
-    from looprl.config import InferenceConfig
+    from looprl.config import InferenceConfig, RLConfig
 
 
 def engine_process(cfg: InferenceConfig, model: str, log_path: Path | None = None, *, lora_rank: int | None = None,
                    log_args: list[str] | None = None, host: str = "127.0.0.1",
-                   port: int | None = None) -> EngineProcess:
+                   port: int | None = None, gpus: int | None = None) -> EngineProcess:
     """The engine for `model` as `cfg` says, not started. `lora_rank`: the trainer trains LoRA adapters
     of this rank (vLLM then loads each broadcast adapter at run time); `log_args`: the embedded
-    engine's `--log-level`/`--json-logging` flags."""
+    engine's `--log-level`/`--json-logging` flags; `gpus`: how many GPUs vLLM runs on (default: those
+    in `CUDA_VISIBLE_DEVICES`; the embedded engine always uses the first it sees)."""
     if cfg.backend == "embedded":
         return EngineProcess(model, log_path=log_path, host=host, port=port,
-                             extra_args=["--max-batch-size", str(cfg.max_batch_size), *(log_args or [])])
+                             extra_args=["--max-batch-size", str(cfg.max_batch_size), "--dtype", cfg.dtype,
+                                         *(log_args or [])])
     from looprl.inference.vllm.launch import VllmProcess, vllm_python
     from looprl.models import resolve_model
 
+    dtype = cfg.dtype if cfg.dtype != "auto" else engine_dtype("auto", _cuda_available())
     return VllmProcess(str(resolve_model(model)), python=vllm_python(cfg.vllm_python), served_model_name=model,
                        log_path=log_path, host=host, port=port, tool_call_parser=cfg.tool_call_parser,
-                       lora_rank=lora_rank,
+                       lora_rank=lora_rank, dtype=dtype, gpus=gpus, tensor_parallel_size=cfg.tensor_parallel_size,
                        vllm_args=["--max-num-seqs", str(cfg.max_batch_size), *_memory_args(cfg.vllm_args),
                                   *cfg.vllm_args])
+
+
+def run_engine(cfg: RLConfig, log_path: Path | None = None, *, host: str = "127.0.0.1", port: int | None = None,
+               gpus: int | None = None) -> EngineProcess:
+    """The engine of a `looprl rl` run: its policy, with vLLM's LoRA support when the trainer trains
+    adapters, logging at the run's level."""
+    return engine_process(cfg.inference, cfg.model.name, log_path, host=host, port=port, gpus=gpus,
+                          lora_rank=cfg.trainer.lora.rank if cfg.trainer.lora else None,
+                          log_args=["--log-level", cfg.log.level,
+                                    *(["--json-logging"] if cfg.log.json_logging else [])])
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _memory_args(vllm_args: list[str]) -> list[str]:

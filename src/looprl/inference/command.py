@@ -26,8 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port to bind (default: 8000)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="auto: CUDA when present (default: auto)")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                        help="weights dtype (default: float32, on GPUs too: the logprobs the trainer recomputes)")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                        help="weights dtype (default: auto, bfloat16 on a GPU and float32 on the CPU, as "
+                             "inference.dtype)")
     parser.add_argument("--gpu-memory-fraction", type=float, default=os.environ.get(MEMORY_FRACTION_ENV),
                         help=f"most of the GPU's memory the engine may take (default: ${MEMORY_FRACTION_ENV}, which "
                              "`looprl rl` sets when engine and trainer share a GPU; else no cap)")
@@ -46,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from looprl.config import engine_dtype
     from looprl.models import load_model_and_tokenizer, resolve_model
     from looprl.utils.logger import setup_logger
 
@@ -60,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
 
     device = engine_device(args.device)
     limit_memory(device, args.gpu_memory_fraction)
-    logger.info("loading {} from {} onto {} ({})", args.model, path, device, args.dtype)
-    model, tokenizer = load_model_and_tokenizer(str(path), dtype=args.dtype, device=device)
+    dtype = engine_dtype(args.dtype, device.type == "cuda")
+    logger.info("loading {} from {} onto {} ({})", args.model, path, device, dtype)
+    model, tokenizer = load_model_and_tokenizer(str(path), dtype=dtype, device=device)
     engine = Engine(model, tokenizer, max_batch_size=args.max_batch_size, logprobs_mode=args.logprobs_mode)
     app = create_app(engine, args.served_model_name or args.model)
     # log_config=None: uvicorn's records go through stdlib logging into the process logger
@@ -70,17 +73,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_vllm(args: argparse.Namespace) -> int:
-    import subprocess
-
     from looprl.config import InferenceConfig
     from looprl.inference.backends import engine_process
 
-    cfg = InferenceConfig(backend="vllm", vllm_python=args.vllm_python, max_batch_size=args.max_batch_size)
+    cfg = InferenceConfig(backend="vllm", vllm_python=args.vllm_python, max_batch_size=args.max_batch_size,
+                          dtype=args.dtype)
     engine = engine_process(cfg, args.model, host=args.host, port=args.port)
     engine.model_name = args.served_model_name or args.model
-    try:
-        return subprocess.call(engine.command(), env=engine.environment())
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        engine.stop()
+    return engine.serve_foreground()

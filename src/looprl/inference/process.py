@@ -27,6 +27,8 @@ API:
   form. If the child exits first, or `startup_timeout` passes, they raise `EngineStartError` (a
   `UserError`) with the exit status and the last lines of the log.
 - `stop()` terminates the child (SIGTERM, then SIGKILL after 10 s); called on leaving the context.
+- `serve_foreground()` runs the server with its output on this process's, until it exits (`looprl
+  inference --backend vllm`, `python -m looprl.inference` on a SLURM node).
 - Subclasses run another server the same way by overriding `command()` and `environment()`
   (`looprl.inference.vllm.launch.VllmProcess`); `own_process_group` makes `stop()` signal the
   child's whole process group. `looprl.inference.backends.engine_process` picks the class.
@@ -128,6 +130,15 @@ class EngineProcess:
             self._log = None
         if self._owns_log:
             self.log_path.unlink(missing_ok=True)
+
+    def serve_foreground(self) -> int:
+        """Run the server here until it exits or Ctrl-C; its exit status (130 on Ctrl-C)."""
+        try:
+            return subprocess.call(self.command(), env=self.environment())
+        except KeyboardInterrupt:
+            return 130
+        finally:
+            self.stop()
 
     def __enter__(self) -> EngineProcess:
         try:

@@ -5,13 +5,18 @@
                         (`LOOPRL_GPU_MEMORY_FRACTION` in its environment)
     several GPUs        `[deployment]` lists (default: engine on GPU 0, one trainer rank per other GPU)
 
-Each process sees only its GPUs (`CUDA_VISIBLE_DEVICES`), so inside it they count from 0. With more
+Each process sees only its GPUs (`CUDA_VISIBLE_DEVICES`), so inside it they count from 0. The
+`[deployment]` indices count the GPUs `looprl rl` itself sees: under a scheduler's allocation
+(`CUDA_VISIBLE_DEVICES=4,5,6,7`) index 0 is GPU 4, so each child's list is mapped through the
+parent's (`visible_gpus`). With more
 than one trainer rank the trainer runs under torchrun (`--standalone`): rank 0's output goes to
 `logs/trainer.log`, every rank's to `logs/trainer/torchrun/` (`--log-dir`, the seed-002 layout).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,8 +33,17 @@ class Placement:
     trainer_env: dict[str, str] = field(default_factory=dict)
 
 
-def place(cfg: RLConfig, gpu_count: int) -> Placement:
-    """The placement of `cfg`'s processes on a machine with `gpu_count` GPUs."""
+def visible_gpus(gpu_count: int, parent: str | None = None) -> list[str]:
+    """The device names behind indices `0 .. gpu_count-1`: the parent's `CUDA_VISIBLE_DEVICES` entries
+    (numbers, UUIDs or MIG ids; default: this process's variable), or the indices themselves when unset."""
+    parent = os.environ.get("CUDA_VISIBLE_DEVICES") if parent is None else parent
+    names = [name.strip() for name in (parent or "").split(",") if name.strip()]
+    return names[:gpu_count] if len(names) >= gpu_count else [str(i) for i in range(gpu_count)]
+
+
+def place(cfg: RLConfig, gpu_count: int, visible: Sequence[str] | None = None) -> Placement:
+    """The placement of `cfg`'s processes on a machine with `gpu_count` GPUs, named `visible`
+    (default: `visible_gpus(gpu_count)`) in the children's `CUDA_VISIBLE_DEVICES`."""
     if gpu_count == 0 or cfg.trainer.device == "cpu":
         return Placement(trainer_ranks=cfg.trainer.world_size)
     dep = cfg.deployment
@@ -39,10 +53,11 @@ def place(cfg: RLConfig, gpu_count: int) -> Placement:
     unknown = sorted({*inference, *trainer} - set(range(gpu_count)))
     if unknown:
         raise UserError(f"[deployment] names GPU(s) {unknown}, but this machine has {gpu_count}")
-    engine_env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, inference))}
+    names = list(visible) if visible is not None else visible_gpus(gpu_count)
+    engine_env = {"CUDA_VISIBLE_DEVICES": ",".join(names[g] for g in inference)}
     if set(inference) & set(trainer):
         engine_env[MEMORY_FRACTION_ENV] = str(dep.inference_memory_fraction)
-    return Placement(len(trainer), engine_env, {"CUDA_VISIBLE_DEVICES": ",".join(map(str, trainer))})
+    return Placement(len(trainer), engine_env, {"CUDA_VISIBLE_DEVICES": ",".join(names[g] for g in trainer)})
 
 
 def trainer_command(python: str, run_dir: Path, ranks: int, args: list[str]) -> list[str]:

@@ -2,12 +2,12 @@
 
 Validates the config, writes the resolved `config.toml` into `output_dir` (`--dry-run` stops there),
 checks the output directory, the env import and the train split's first rows (each mistake one line
-and exit 2, before anything slow), starts the inference engine, then the orchestrator and the
-trainer as child processes, each with its output in `logs/<process>.log`, and supervises them: when
-one fails the others are stopped, the command exits 1 and prints the tail of the failing log; Ctrl-C
-stops them all. Meanwhile it prints the engine coming up, a line per step, the orchestrator's
-warnings and a closing summary (`launch.progress`, which only reads the run store and the
-orchestrator's log).
+and exit 2, before anything slow), starts the inference engine (none with `inference.urls`: the
+orchestrator then uses those engines), then the orchestrator and the trainer as child processes,
+each with its output in `logs/<process>.log`, and supervises them: when one fails the others are
+stopped, the command exits 1 and prints the tail of the failing log; Ctrl-C stops them all.
+Meanwhile it prints the engine coming up, a line per step, the orchestrator's warnings and a
+closing summary (`launch.progress`, which only reads the run store and the orchestrator's log).
 
 `--resume` continues a run from its latest checkpoint k: files of later steps (hand-off files and
 broadcasts) are removed, the orchestrator deletes store rows after step k, both processes go on at k+1
@@ -21,6 +21,7 @@ submitted with `sbatch`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -93,7 +94,7 @@ def resumable_step(run_dir: Path) -> int:
 
 
 def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
-    from looprl.inference.backends import engine_process
+    from looprl.inference.backends import run_engine
     from looprl.launch.placement import place, trainer_command
     from looprl.launch.progress import RunProgress, duration
     from looprl.launch.supervisor import Child, python_module, stop_all, tail, watch
@@ -107,27 +108,28 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     progress = RunProgress(run_dir, cfg.max_steps, first_step=resume_step + 1)
     progress.say(f"looprl rl: run directory {run_dir} (logs in {log_path(run_dir, '*')})" +
                  (f", resuming after step {resume_step}" if resume_step else ""))
-    engine = engine_process(cfg.inference, cfg.model.name, log_path(run_dir, "inference"),
-                            lora_rank=cfg.trainer.lora.rank if cfg.trainer.lora else None,
-                            log_args=["--log-level", cfg.log.level,
-                                      *(["--json-logging"] if cfg.log.json_logging else [])])
+    engines = [] if cfg.inference.urls else [run_engine(cfg, log_path(run_dir, "inference"))]
     children: list[Child] = []
     completed = False
-    progress.say(f"looprl rl: starting the inference engine ({cfg.model.name}) ...")
-    engine_start = time.monotonic()
-    with engine:
-        progress.say(f"looprl rl: engine ready in {duration(time.monotonic() - engine_start)}; "
-                     f"starting the orchestrator and the trainer")
+    with contextlib.ExitStack() as stack:
+        if engines:
+            progress.say(f"looprl rl: starting the inference engine ({cfg.model.name}) ...")
+            engine_start = time.monotonic()
+            urls = [stack.enter_context(engines[0]).url]
+            ready = f"engine ready in {duration(time.monotonic() - engine_start)}"
+        else:
+            urls = check_engines(cfg.inference.urls)
+            ready = f"the engines at {', '.join(urls)} are ready"
+        progress.say(f"looprl rl: {ready}; starting the orchestrator and the trainer")
         progress.follow()
         try:
             orchestrator = Child("orchestrator", log_path(run_dir, "orchestrator")).start(python_module(
-                "looprl.orchestrator", str(run_dir), "--engine-url", engine.url, "--model-name", engine.model_name,
-                *resume))
+                "looprl.orchestrator", str(run_dir), "--engine-url", *urls, "--model-name", cfg.model.name, *resume))
             children.append(orchestrator)
             trainer = Child("trainer", log_path(run_dir, "trainer")).start(
                 trainer_command(sys.executable, run_dir, placement.trainer_ranks, resume), placement.trainer_env)
             children.append(trainer)
-            failed = watch([EngineChild(engine), *children], until_done=children, tick=progress.poll)
+            failed = watch([*map(EngineChild, engines), *children], until_done=children, tick=progress.poll)
             completed = failed is None
             status = failed.process.poll() if failed is not None and failed.process else None
         finally:
@@ -141,11 +143,29 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     return 0
 
 
+def check_engines(urls: list[str]) -> list[str]:
+    """`inference.urls` without a trailing slash, once each answers `/health` (else a one-line error)."""
+    import httpx
+
+    from looprl.errors import UserError
+
+    roots = [url.rstrip("/") for url in urls]
+    for root in roots:
+        try:
+            healthy = httpx.get(f"{root}/health", timeout=10).status_code == 200
+        except httpx.HTTPError:
+            healthy = False
+        if not healthy:
+            raise UserError(f"inference.urls: no engine answers {root}/health")
+    return roots
+
+
 def submit_to_slurm(cfg: RLConfig, resume_step: int, dry_run: bool) -> int:
     """Write `config.toml` and `rl.sbatch` into `output_dir`; submit it unless `dry_run`."""
     import tomli_w
 
     from looprl.launch.slurm import (
+        engines_per_node,
         render_sbatch,
         slurm_commands,
         submit_sbatch,
@@ -157,8 +177,8 @@ def submit_to_slurm(cfg: RLConfig, resume_step: int, dry_run: bool) -> int:
     run_dir = cfg.output_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path(run_dir).write_text(tomli_w.dumps(cfg.to_toml_dict()))
-    commands = slurm_commands(sys.executable, run_dir, cfg.model.name, cfg.slurm.inference_port, resume_step)
-    path = write_sbatch(render_sbatch(cfg.slurm, run_dir, **commands), run_dir)
+    commands = slurm_commands(sys.executable, run_dir, cfg, resume_step)
+    path = write_sbatch(render_sbatch(cfg.slurm, run_dir, **commands, engines_per_node=engines_per_node(cfg)), run_dir)
     if dry_run:
         print(f"wrote {path}")
         return 0

@@ -1,22 +1,28 @@
 """SLURM: the sbatch script of a multi-node `looprl rl` run (the `[slurm]` table is `config.SlurmConfig`).
 
-    script = render_sbatch(cfg.slurm, output_dir, orchestrator=[...], trainer=["-m", "looprl.trainer", ...],
-                           inference=["looprl", "inference", ...])
+    script = render_sbatch(cfg.slurm, output_dir, **slurm_commands(sys.executable, run_dir, cfg, resume_step),
+                           engines_per_node=engines_per_node(cfg))
     path = write_sbatch(script, output_dir)        # {output_dir}/rl.sbatch (all that --dry-run does)
     job_id = submit_sbatch(path)                   # sbatch --parsable
 
 Node roles (SLURM node ids of the job): `0 .. train_nodes-1` run the trainer under torchrun (one
 agent per node; a static rendezvous on the first node, so global ranks follow node order and
 `trainer.log`, node 0's local rank 0, is global rank 0; `--log-dir logs/trainer/torchrun`);
-the next `inference_nodes` run the inference engine; the orchestrator (with its env servers) runs
-in the batch step on the first node. The script calls itself on every node through
-`srun ... bash rl.sbatch trainer|inference`, which finds its node rank in `SLURM_PROCID`, so the
-output directory must be on a filesystem all nodes share (it holds the logs anyway).
+the next `inference_nodes` run the configured engine (`python -m looprl.inference RUN_DIR`, which
+reads `inference.backend`, `inference.dtype` and LoRA from the run's config.toml): vLLM once per
+node over all its GPUs (`--gpus`: tensor x data parallel), or the embedded engine once per GPU (each
+seeing one, on ports `inference_port`, `inference_port + 1`, ...); the orchestrator (with its env
+servers) runs in the batch step on the first node, waits until every engine answers `/health`, and
+is given them all (it spreads the rollouts over them and sends each weight update to every one).
+The script calls itself on every node through `srun ... bash rl.sbatch trainer|inference`, which
+finds its node rank in `SLURM_PROCID`, so the output directory must be on a filesystem all nodes
+share (it holds the logs anyway).
 
 Every process sees `LOOPRL_OUTPUT_DIR`, `MASTER_ADDR`, `MASTER_PORT` (the trainer rendezvous) and
-`LOOPRL_INFERENCE_URLS` (comma-separated `http://HOST:PORT/v1` of the inference nodes); trainer
+`LOOPRL_INFERENCE_URLS` (comma-separated `http://HOST:PORT/v1` of every engine); trainer
 and inference nodes also see `LOOPRL_NODE_RANK`. Logs, as in the single-node layout:
-`trainer/node_N.log` (torchrun with local rank 0's output), `inference/node_N.log`,
+`trainer/node_N.log` (torchrun with local rank 0's output), `inference/node_N.log` (several engines
+on a node: each line prefixed `[gpu I]`),
 `orchestrator.log`, and the symlinks `trainer.log -> trainer/node_0.log`,
 `inference.log -> inference/node_0.log`.
 """
@@ -28,6 +34,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from looprl.config import RLConfig
 from looprl.config.deployment import SlurmConfig
 from looprl.errors import UserError
 from looprl.paths import log_path, logs_dir, torchrun_log_dir
@@ -35,22 +42,32 @@ from looprl.paths import log_path, logs_dir, torchrun_log_dir
 SBATCH_NAME = "rl.sbatch"
 
 
-def slurm_commands(python: str, run_dir: Path, model: str, port: int, resume_step: int) -> dict[str, list[str]]:
-    """The `looprl rl` processes as `render_sbatch` takes them: the orchestrator waits for the first
-    inference node's `/health`, then talks to it."""
+def slurm_commands(python: str, run_dir: Path, cfg: RLConfig, resume_step: int) -> dict[str, list[str]]:
+    """The `looprl rl` processes as `render_sbatch` takes them: the orchestrator waits for every
+    inference engine's `/health`, then is given them all."""
     resume = ["--resume-step", str(resume_step)]
+    q = shlex.quote
+    health = f'{q(python)} -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1])"'
     orchestrator = (
-        'root="${LOOPRL_INFERENCE_URLS%%/v1*}"; '
-        f'until {shlex.quote(python)} -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1])" '
-        '"$root/health" 2>/dev/null; do sleep 2; done; '
-        f'exec {shlex.quote(python)} -m looprl.orchestrator {shlex.quote(str(run_dir))} --engine-url "$root" '
-        f'--model-name {shlex.quote(model)} {shlex.join(resume)}')
+        'IFS=, read -ra urls <<< "$LOOPRL_INFERENCE_URLS"; roots=("${urls[@]%/v1}"); '
+        f'for root in "${{roots[@]}}"; do until {health} "$root/health" 2>/dev/null; do sleep 2; done; done; '
+        f'exec {q(python)} -m looprl.orchestrator {q(str(run_dir))} --engine-url "${{roots[@]}}" '
+        f'--model-name {q(cfg.model.name)} {shlex.join(resume)}')
+    inference = [python, "-m", "looprl.inference", str(run_dir), "--host", "0.0.0.0"]
+    gpus = cfg.slurm.gpus_per_node if cfg.slurm is not None else 0
+    if cfg.inference.backend == "vllm" and gpus:
+        inference += ["--gpus", str(gpus)]
     return {
         "orchestrator": ["bash", "-c", orchestrator],
         "trainer": ["-m", "looprl.trainer", str(run_dir), *resume],
-        "inference": [python, "-m", "looprl.cli", "inference", "--model", model, "--host", "0.0.0.0",
-                      "--port", str(port)],
+        "inference": inference,
     }
+
+
+def engines_per_node(cfg: RLConfig) -> int:
+    """vLLM: one server over all of a node's GPUs; the embedded engine, which computes on one GPU: one per GPU."""
+    gpus = cfg.slurm.gpus_per_node if cfg.slurm is not None else 0
+    return max(1, gpus) if cfg.inference.backend == "embedded" else 1
 
 
 def _sbatch_lines(cfg: SlurmConfig, output_dir: Path) -> list[str]:
@@ -68,12 +85,15 @@ def _sbatch_lines(cfg: SlurmConfig, output_dir: Path) -> list[str]:
 
 
 def render_sbatch(cfg: SlurmConfig, output_dir: Path, *, orchestrator: Sequence[str], trainer: Sequence[str],
-                  inference: Sequence[str]) -> str:
+                  inference: Sequence[str], engines_per_node: int = 1) -> str:
     """The sbatch script of a run.
 
     `orchestrator` and `inference` are command lines; `trainer` is what follows torchrun's own options
     (`["-m", "looprl.trainer", ...]` or `["train.py", ...]`). Each is quoted for the shell as given;
     processes read the run's addresses from the environment variables in the module docstring.
+    Each inference node runs `inference --port PORT` `engines_per_node` times, on consecutive ports
+    from `cfg.inference_port`; with more than one, each sees one of the node's GPUs
+    (`CUDA_VISIBLE_DEVICES`: the I-th of SLURM's allocation, else I).
     """
     if not (orchestrator and trainer and inference):
         raise UserError("render_sbatch needs orchestrator, trainer and inference commands")
@@ -92,6 +112,8 @@ def render_sbatch(cfg: SlurmConfig, output_dir: Path, *, orchestrator: Sequence[
         f"SCRIPT={q(str(out / SBATCH_NAME))}",
         f"TRAIN_NODES={cfg.train_nodes}",
         f"INFERENCE_NODES={cfg.inference_nodes}",
+        f"ENGINES_PER_NODE={engines_per_node}",
+        f"INFERENCE_PORT={cfg.inference_port}",
         *cfg.setup,
         "",
         "run_trainer() {",
@@ -108,15 +130,16 @@ def render_sbatch(cfg: SlurmConfig, output_dir: Path, *, orchestrator: Sequence[
         "run_inference() {",
         "  export LOOPRL_NODE_RANK=$SLURM_PROCID",
         "  mkdir -p \"$LOGS/inference\"",
-        f"  {shlex.join(inference)} 2>&1 | tee -a \"$LOGS/inference/node_$LOOPRL_NODE_RANK.log\"",
+        *_engines(inference, engines_per_node),
         "}",
         "",
         "run_job() {",
         "  mapfile -t hosts < <(scontrol show hostnames \"$SLURM_JOB_NODELIST\")",
         f"  export MASTER_ADDR=\"${{hosts[0]}}\" MASTER_PORT={cfg.rdzv_port}",
         "  urls=()",
-        f"  for host in \"${{hosts[@]:$TRAIN_NODES:$INFERENCE_NODES}}\"; do "
-        f"urls+=(\"http://$host:{cfg.inference_port}/v1\"); done",
+        "  for host in \"${hosts[@]:$TRAIN_NODES:$INFERENCE_NODES}\"; do",
+        "    for ((i = 0; i < ENGINES_PER_NODE; i++)); do urls+=(\"http://$host:$((INFERENCE_PORT + i))/v1\"); done",
+        "  done",
         "  export LOOPRL_INFERENCE_URLS=$(IFS=,; echo \"${urls[*]}\")",
         "  mkdir -p \"$LOGS/trainer\" \"$LOGS/inference\"",
         f"  ln -sfn trainer/node_0.log {q(str(log_path(out, 'trainer')))}",
@@ -150,6 +173,23 @@ def render_sbatch(cfg: SlurmConfig, output_dir: Path, *, orchestrator: Sequence[
         "esac",
         "",
     ])
+
+
+def _engines(inference: Sequence[str], count: int) -> list[str]:
+    """`run_inference`'s body: the node's engine(s), their output appended to the node's log."""
+    log = '2>&1 | tee -a "$LOGS/inference/node_$LOOPRL_NODE_RANK.log"'
+    if count == 1:
+        return [f'  {shlex.join(inference)} --port "$INFERENCE_PORT" {log}']
+    return [
+        "  {",
+        '    IFS=, read -ra gpus <<< "${CUDA_VISIBLE_DEVICES:-}"',
+        "    for ((i = 0; i < ENGINES_PER_NODE; i++)); do",
+        f'      CUDA_VISIBLE_DEVICES="${{gpus[i]:-$i}}" {shlex.join(inference)} --port "$((INFERENCE_PORT + i))" 2>&1 '
+        '| sed -u "s/^/[gpu $i] /" &',
+        "    done",
+        "    wait",
+        f"  }} {log}",
+    ]
 
 
 def write_sbatch(script: str, output_dir: Path) -> Path:

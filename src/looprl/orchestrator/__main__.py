@@ -1,7 +1,8 @@
-"""`python -m looprl.orchestrator RUN_DIR --engine-url URL [--resume-step K]`: the orchestrator process.
+"""`python -m looprl.orchestrator RUN_DIR --engine-url URL [URL ...] [--resume-step K]`: the orchestrator process.
 
 `looprl rl` starts it after the inference engine is healthy; it reads the run's resolved
-`config.toml` and is the only writer of the run store.
+`config.toml` and is the only writer of the run store. Several engine URLs (a SLURM job's inference
+nodes) get the rollouts spread over them and every weight update.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from pathlib import Path
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m looprl.orchestrator", description=__doc__)
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--engine-url", required=True, help="the inference engine's root URL (http://HOST:PORT)")
+    parser.add_argument("--engine-url", required=True, nargs="+",
+                        help="the root URL (http://HOST:PORT) of each inference engine serving the policy")
     parser.add_argument("--model-name", help="the name the engine serves (default: model.name)")
     parser.add_argument("--resume-step", type=int, default=0, help="continue after this checkpoint step")
     args = parser.parse_args()

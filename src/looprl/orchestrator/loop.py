@@ -53,13 +53,14 @@ from looprl.utils.logger import get_logger
 
 
 class Orchestrator:
-    def __init__(self, cfg: RLConfig, run_dir: Path, engine_url: str, model_name: str) -> None:
+    def __init__(self, cfg: RLConfig, run_dir: Path, engine_urls: list[str], model_name: str) -> None:
+        """`engine_urls`: the root URL of each engine serving the policy (requests spread over them)."""
         self.cfg, self.run_dir = cfg, Path(run_dir)
         sampling = cfg.orchestrator.sampling
         if sampling.seed is None:
             sampling = sampling.model_copy(update={"seed": cfg.seed})
-        gateway = Gateway(f"{engine_url}/v1", model_name, sampling, cfg.orchestrator.context_budget)
-        self.weights = WeightSync(engine_url, self.run_dir, last_version=cfg.max_steps, on_model=gateway.serve_model)
+        gateway = Gateway([f"{url}/v1" for url in engine_urls], model_name, sampling, cfg.orchestrator.context_budget)
+        self.weights = WeightSync(engine_urls, self.run_dir, last_version=cfg.max_steps, on_model=gateway.serve_model)
         self.session = RolloutSession(
             self.run_dir, kind="rl", env=cfg.env.source, gateway=gateway, config=cfg.model_dump(mode="json"),
             splits=(cfg.env.train_split, cfg.env.eval_split), model=cfg.model.name, env_args=cfg.env.args,

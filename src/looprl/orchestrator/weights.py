@@ -16,6 +16,10 @@ The engine answers with the name requests for the new weights must use (`model`)
 or with vLLM and LoRA the adapter loaded for this step (`{name}-step-N`); `on_model` hears it, so
 the rollouts of step N name the adapter they used.
 
+With several engines (`engine_urls`: one per inference node or GPU, each serving the whole model)
+every broadcast is loaded into all of them at once, and the version counts as loaded when all have
+answered: the gateway spreads rollouts over them, so none may lag.
+
 `published_at` and `loaded_at` keep, per version, when its broadcast became stable and when the
 engine had loaded it (epoch seconds): the step metrics time the weight handoff with them.
 """
@@ -25,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -36,9 +40,10 @@ from looprl.paths import broadcast_dir, broadcasts_dir
 
 
 class WeightSync:
-    def __init__(self, engine_url: str, run_dir: Path, version: int = 0, last_version: int | None = None,
-                 on_model: Callable[[str], None] | None = None) -> None:
-        self.engine_url, self.run_dir, self.version, self.on_model = engine_url, Path(run_dir), version, on_model
+    def __init__(self, engine_urls: str | Sequence[str], run_dir: Path, version: int = 0,
+                 last_version: int | None = None, on_model: Callable[[str], None] | None = None) -> None:
+        self.engine_urls = [engine_urls] if isinstance(engine_urls, str) else list(engine_urls)
+        self.run_dir, self.version, self.on_model = Path(run_dir), version, on_model
         self.last_version = last_version
         """The run's last step: once the engine runs it, its broadcast is removed as well."""
         self._loading = asyncio.Lock()
@@ -46,14 +51,17 @@ class WeightSync:
         self.loaded_at: dict[int, float] = {}
 
     async def load(self, path: Path, version: int) -> None:
+        body = {"path": str(path.resolve()), "version": version}
         async with httpx.AsyncClient(timeout=600) as client:
-            response = await client.post(f"{self.engine_url}/update_weights",
-                                         json={"path": str(path.resolve()), "version": version})
-        if response.status_code != 200:
-            raise RuntimeError(f"the engine refused weights {path}: {response.status_code} {response.text}")
+            responses = await asyncio.gather(*(client.post(f"{url}/update_weights", json=body)
+                                               for url in self.engine_urls))
+        for url, response in zip(self.engine_urls, responses):
+            if response.status_code != 200:
+                raise RuntimeError(f"the engine at {url} refused weights {path}: {response.status_code} "
+                                   f"{response.text}")
         self.version = version
         self.loaded_at[version] = time.time()
-        model = response.json().get("model")
+        model = responses[0].json().get("model")  # every engine names a step's weights alike
         if model and self.on_model is not None:
             self.on_model(model)
 

@@ -38,6 +38,7 @@ from looprl.trainer.weights import (
     full_state_dict,
     save_adapters,
     save_model,
+    stores,
 )
 
 STATE_FILE = "trainer_state.pt"
@@ -82,7 +83,9 @@ def _save_weights(tmp: Path, run_dir: Path, step: int, model: Any, state: StateD
     if is_lora(model):
         save_adapters(tmp, model, state)
         return
-    try:  # the broadcast of this step holds exactly these weights
+    try:  # the broadcast of this step holds exactly these weights, unless it was written in the engine's dtype
+        if not stores(broadcast_dir(run_dir, step) / MODEL_FILE, state):
+            raise FileNotFoundError(MODEL_FILE)
         for name in (MODEL_FILE, "config.json"):
             os.link(broadcast_dir(run_dir, step) / name, tmp / name)
     except OSError:  # none (or deleted meanwhile), or another filesystem

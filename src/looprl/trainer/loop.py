@@ -31,7 +31,7 @@ from looprl.config import RLConfig
 from looprl.handoff import TrainBatch, TrainerReport, is_stable, wait_model, write_model
 from looprl.paths import batch_path, broadcast_dir, trainer_report_path
 from looprl.trainer import parallel
-from looprl.trainer.broadcast import broadcast_weights
+from looprl.trainer.broadcast import broadcast_dtype, broadcast_weights
 from looprl.trainer.checkpoint import (
     load_trainer_state,
     load_weights,
@@ -50,8 +50,10 @@ from looprl.utils.logger import get_logger
 
 def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
     log, tcfg, ccfg = get_logger(), cfg.trainer, cfg.trainer.checkpoint
-    adapter_only = cfg.inference.backend == "vllm"  # vLLM hot-loads adapters; the embedded engine needs them merged
-    ranks = parallel.setup(tcfg.device, tcfg.dtype)
+    # vLLM hot-loads adapters (the base model is then never gathered); the embedded engine needs them merged
+    adapter_only = cfg.inference.backend == "vllm" and tcfg.lora is not None
+    ranks = parallel.setup(tcfg.device, tcfg.dtype, tcfg.dist_timeout_s)
+    dtype = broadcast_dtype(cfg.inference.dtype, ranks)
     log.info("trainer rank {} of {} on {} ({})", ranks.rank, ranks.world_size, ranks.device, ranks.compute_dtype)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
@@ -73,9 +75,9 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
             log.warning("checkpoint {} holds no optimizer state (trainer.checkpoint.final_optimizer = false): "
                         "AdamW starts afresh", resume_step)
         if not is_stable(broadcast_dir(run_dir, resume_step)):  # the engine resumes from this broadcast
-            state = full_state_dict(model, ranks)
+            state = full_state_dict(model, ranks, adapter_only)
             if state is not None:
-                broadcast_weights(run_dir, resume_step, model, state, tcfg.keep_broadcasts, adapter_only)
+                broadcast_weights(run_dir, resume_step, model, state, tcfg.keep_broadcasts, adapter_only, dtype)
             ranks.barrier()
         log.info("resumed from checkpoint step {}", resume_step)
     token_loss, normalize = select.token_loss(tcfg.loss), select.normalize(tcfg.loss)
@@ -93,9 +95,9 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
                              tcfg.optim.max_grad_norm, ref_model, tcfg.loss.kl_coef, ranks, collected)
         rollout_logprobs = collected.gather(ranks)
         broadcast_start = time.perf_counter()
-        state = full_state_dict(model, ranks)
+        state = full_state_dict(model, ranks, adapter_only)
         if state is not None:
-            broadcast_weights(run_dir, step, model, state, tcfg.keep_broadcasts, adapter_only)
+            broadcast_weights(run_dir, step, model, state, tcfg.keep_broadcasts, adapter_only, dtype)
         metrics["broadcast_time_s"] = time.perf_counter() - broadcast_start
         metrics["wait_time_s"] = waited
         if rollout_logprobs is not None:  # rank 0

@@ -25,6 +25,7 @@ import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -56,8 +57,9 @@ class Ranks:
             dist.barrier()
 
 
-def setup(device: str = "auto", dtype: str = "auto") -> Ranks:
-    """This process's `Ranks`, joining torchrun's process group when there is one."""
+def setup(device: str = "auto", dtype: str = "auto", timeout_s: float = 3600.0) -> Ranks:
+    """This process's `Ranks`, joining torchrun's process group when there is one (its collectives time out
+    after `timeout_s`, `trainer.dist_timeout_s`)."""
     cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     where = torch.device("cpu")
     if cuda:
@@ -65,7 +67,8 @@ def setup(device: str = "auto", dtype: str = "auto") -> Ranks:
         torch.cuda.set_device(where)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if cuda else "gloo", device_id=where if cuda else None)
+        dist.init_process_group("nccl" if cuda else "gloo", device_id=where if cuda else None,
+                                timeout=timedelta(seconds=timeout_s))
     compute = torch.bfloat16 if dtype == "bfloat16" or (dtype == "auto" and cuda) else torch.float32
     return Ranks(dist.get_rank() if world_size > 1 else 0, world_size, where, compute)
 

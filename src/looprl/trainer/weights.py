@@ -1,7 +1,10 @@
 """The policy's weights as files: gathered whole on rank 0, written as Hugging Face safetensors.
 
 `full_state_dict` is a collective under FSDP (every rank calls it; rank 0 gets the whole, CPU-resident
-state dict, the others None); with one process it is the model's own state dict. From it:
+state dict, the others None); with one process it is the model's own state dict. With
+`adapters_only` it holds the trainable parameters alone, each gathered by itself: a LoRA run whose
+engine hot-loads adapters (vLLM) broadcasts and checkpoints the adapters alone, so the frozen base
+model (a tied `lm_head` included, which torch's `ignore_frozen_params` still gathers) never is. From it:
 
 - `save_model` writes `model.safetensors` + `config.json`: what transformers, vLLM and the embedded
   engine load. A tied `lm_head.weight` is left out (it follows the embeddings).
@@ -27,7 +30,9 @@ MODEL_FILE = "model.safetensors"
 ADAPTER_FILE = "adapter_model.safetensors"
 
 
-def full_state_dict(model: Any, ranks: Ranks) -> StateDict | None:
+def full_state_dict(model: Any, ranks: Ranks, adapters_only: bool = False) -> StateDict | None:
+    if adapters_only:
+        return _trainable(model, ranks)
     if not ranks.distributed:
         return {k: v.detach() for k, v in model.state_dict().items()}
     from torch.distributed.checkpoint.state_dict import (
@@ -37,6 +42,16 @@ def full_state_dict(model: Any, ranks: Ranks) -> StateDict | None:
 
     state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     return cast(StateDict, state) if ranks.is_main else None  # full_state_dict=True: plain tensors
+
+
+def _trainable(model: Any, ranks: Ranks) -> StateDict | None:
+    """The trainable parameters, whole and on the CPU, on rank 0 (under FSDP2 one all-gather each, on every rank)."""
+    state = {}
+    for name, param in model.named_parameters():
+        if param.requires_grad:
+            whole = param.full_tensor() if hasattr(param, "full_tensor") else param
+            state[name] = whole.detach().cpu()
+    return state if ranks.is_main else None
 
 
 def merged(model: Any, state: StateDict) -> StateDict:
@@ -56,6 +71,18 @@ def merged(model: Any, state: StateDict) -> StateDict:
             tensor = (tensor.float() + scaling * (b.float() @ a.float())).to(tensor.dtype)
         out[base] = tensor
     return out
+
+
+def stores(path: Path, state: StateDict) -> bool:
+    """Whether the safetensors file `path` exists and holds `state`'s tensors in their dtype (a broadcast in the
+    engine's bfloat16 does not hold the float32 weights a checkpoint keeps)."""
+    from safetensors import safe_open
+
+    if not path.is_file():
+        return False
+    with safe_open(str(path), framework="pt") as f:
+        name = next((n for n in f.keys() if n in state), None)  # noqa: SIM118 (a safetensors handle, not a dict)
+        return name is not None and f.get_slice(name)[0:1].dtype == state[name].dtype
 
 
 def save_model(target: Path, state: StateDict, config: Any) -> None:

@@ -69,6 +69,15 @@ def test_the_off_policy_lag_left_unset_follows_the_hardware(gpus, lag):
     assert cfg.for_hardware(gpus).orchestrator.off_policy_steps == lag
 
 
+@pytest.mark.parametrize("gpus,dtype", [(0, "float32"), (8, "bfloat16")])
+def test_the_engine_dtype_left_auto_follows_the_hardware(gpus, dtype):
+    """vLLM's LoRA kernels and FlashAttention take bfloat16, not float32: `auto` is bfloat16 with GPUs."""
+    cfg = load_config(RLConfig, ["--env.source", "x.py:E"])
+    assert cfg.inference.dtype == "auto" and cfg.for_hardware(gpus).inference.dtype == dtype
+    kept = load_config(RLConfig, ["--env.source", "x.py:E", "--inference.dtype", "float32"])
+    assert kept.for_hardware(8).inference.dtype == "float32"
+
+
 def test_an_off_policy_lag_the_config_sets_is_kept():
     cfg = load_config(RLConfig, ["--env.source", "x.py:E", "--orchestrator.max_off_policy_steps", "2"])
     assert cfg.for_hardware(0).orchestrator.off_policy_steps == 2

@@ -122,3 +122,18 @@ async def test_an_upstream_that_stays_unreachable_is_recorded_as_502(monkeypatch
         calls = gw.close_session("a")
     assert r.status_code == 502 and r.json()["error"]["code"] == "upstream_unreachable"
     assert [c.status for c in calls] == [502] and "ConnectError" in calls[0].error
+
+
+async def test_rollouts_spread_over_several_upstreams_and_each_stays_on_its_own():
+    """Several inference nodes: rollouts are dealt out in turn, and a rollout's later turns go to the engine
+    that holds its earlier ones (its prefix cache)."""
+    with ScriptedServer(lambda b: Reply("a")) as one, ScriptedServer(lambda b: Reply("bb")) as two:
+        gw = Gateway([one.base_url, two.base_url], "m")
+        async with gw.serve() as url:
+            for rollout in ("r0", "r1", "r2", "r3"):
+                gw.open_session(rollout)
+            for rollout in ("r0", "r1", "r2", "r3", "r0", "r1"):
+                assert (await post(url, rollout, {"messages": MESSAGES})).status_code == 200
+            served = {r: [c.completion_tokens for c in gw.close_session(r)] for r in ("r0", "r1", "r2", "r3")}
+    assert len(one.requests) == 3 and len(two.requests) == 3
+    assert served == {"r0": [1, 1], "r1": [2, 2], "r2": [1], "r3": [2]}  # engine one answers "a", two "bb"

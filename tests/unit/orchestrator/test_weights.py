@@ -3,6 +3,7 @@ broadcasts the engine no longer needs are removed, never the one being loaded.""
 
 import asyncio
 
+import pytest
 from tests.support.tiny_model import tiny_model
 
 from looprl.handoff import mark_stable
@@ -87,3 +88,26 @@ async def test_the_broadcast_being_loaded_is_never_removed(tmp_path):
     broadcast(tmp_path, 2)
     await asyncio.gather(slow, sync.sync())
     assert sync.loaded == [("step_1", 1), ("step_2", 2)] and left(tmp_path) == ["step_2"]
+
+
+async def test_every_engine_loads_each_broadcast(tmp_path, monkeypatch):
+    """Several inference nodes: each update goes to all of them, and one refusing fails the update."""
+    import httpx
+
+    posted, refusing = [], set()
+
+    async def post(self, url, json):
+        posted.append((url, json["version"]))
+        status = 500 if url.split("/update_weights")[0] in refusing else 200
+        return httpx.Response(status, json={"version": json["version"], "path": json["path"], "model": "m"})
+
+    monkeypatch.setattr(httpx.AsyncClient, "post", post)
+    sync = WeightSync(["http://node-a:8000", "http://node-b:8000"], tmp_path)
+    broadcast(tmp_path, 1)
+    assert await sync.sync() and sync.version == 1
+    assert sorted(posted) == [("http://node-a:8000/update_weights", 1), ("http://node-b:8000/update_weights", 1)]
+    refusing.add("http://node-b:8000")
+    broadcast(tmp_path, 2)
+    with pytest.raises(RuntimeError, match="node-b"):
+        await sync.sync()
+    assert sync.version == 1

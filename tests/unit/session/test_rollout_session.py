@@ -68,6 +68,6 @@ def test_rl_eval_and_validate_roll_out_through_a_session(tmp_path, monkeypatch, 
         assert main(["validate", ENV, "--base-url", server.base_url]) == 0
     assert kinds == ["eval", "validate"]
     cfg = load_config(RLConfig, ["--env.source", ENV, "--orchestrator.reward_weights.correct", "2"])
-    orchestrator = Orchestrator(cfg, tmp_path / "rl", "http://127.0.0.1:9", "m")
+    orchestrator = Orchestrator(cfg, tmp_path / "rl", ["http://127.0.0.1:9"], "m")
     assert orchestrator.session.run.kind == "rl" and orchestrator.session.reward_weights == {"correct": 2.0}
     assert json.dumps(orchestrator.session.summary) == json.dumps({"steps": cfg.max_steps})

@@ -2,18 +2,24 @@
 `python -m vllm.entrypoints.openai.api_server` instead of `looprl inference`.
 
     engine = VllmProcess(model_dir, served_model_name="smollm2-135m-instruct", log_path=...,
-                         python=vllm_python(None), lora_rank=16, vllm_args=["--max-num-seqs", "64"])
+                         python=vllm_python(None), dtype="bfloat16", lora_rank=16, vllm_args=["--max-num-seqs", "64"])
     with engine:  # waits for /health, like the embedded engine
         ...
 
-The server is started with what looprl relies on: the served model name, float32 weights (what
-the trainer computes its logprobs in; `vllm_args` may say otherwise), the Hermes tool-call parser
+The server is started with what looprl relies on: the served model name, the weights' `dtype`
+(`inference.dtype`: bfloat16 on GPUs, where vLLM's LoRA kernels accept nothing wider and
+FlashAttention needs it; float32 on the CPU), the Hermes tool-call parser
 (SmolLM2's, Qwen's and the embedded engine's `<tool_call>` format) with, when the model's own chat
 template has no tool support, `template.hermes_template` (the prompts the embedded engine renders),
-runtime LoRA when the trainer trains adapters, and looprl's own pieces: `routes` as HTTP middleware
-(`/update_weights`, `/health`) and `worker.WeightLoader` as the worker extension. Requests get token
-ids and logprobs by asking (`return_token_ids`, `logprobs`), as the gateway does. `vllm_args` come
-last, so they override any of these.
+runtime LoRA when the trainer trains adapters, its GPUs (`gpus`, default: those in
+`CUDA_VISIBLE_DEVICES`) split into replicas of `tensor_parallel_size` GPUs each (vLLM's
+`--tensor-parallel-size` and `--data-parallel-size`: one server, whose engine spreads the requests
+over the replicas and runs each weight update and adapter load on all of them; this entry point runs
+one API server process whatever the data parallelism, so `routes` keeps one state, where `vllm
+serve` would start one API server per replica), and looprl's own
+pieces: `routes` as HTTP middleware (`/update_weights`, `/health`) and `worker.WeightLoader` as the
+worker extension. Requests get token ids and logprobs by asking (`return_token_ids`, `logprobs`), as
+the gateway does. `vllm_args` come last, so they override any of these.
 
 The interpreter is its own (vLLM pins its own torch and transformers): `vllm_python()` picks it.
 The child sees looprl's package through a one-entry `PYTHONPATH` (a link to the package), never
@@ -24,6 +30,7 @@ engine-core and worker processes.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -64,23 +71,35 @@ def max_lora_rank(rank: int) -> int:
     return next((r for r in LORA_RANKS if r >= rank), rank)
 
 
+def attention_heads(model_dir: Path) -> int | None:
+    """`num_attention_heads` of an HF model directory's config (a multimodal model's text config), if known."""
+    try:
+        config = json.loads((model_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    heads = config.get("num_attention_heads") or (config.get("text_config") or {}).get("num_attention_heads")
+    return heads if isinstance(heads, int) else None
+
+
 class VllmProcess(EngineProcess):
     engine_name = "vLLM server"
     own_process_group = True
 
     def __init__(self, model: str, *, python: str, served_model_name: str, log_path: Path | None = None,
                  port: int | None = None, host: str = "127.0.0.1", startup_timeout: float = 900.0,
-                 tool_call_parser: str | None = "hermes", lora_rank: int | None = None,
-                 vllm_args: Sequence[str] = ()) -> None:
+                 tool_call_parser: str | None = "hermes", lora_rank: int | None = None, dtype: str = "bfloat16",
+                 gpus: int | None = None, tensor_parallel_size: int = 1, vllm_args: Sequence[str] = ()) -> None:
         super().__init__(model, log_path=log_path, port=port, host=host, startup_timeout=startup_timeout,
                          extra_args=vllm_args, served_model_name=served_model_name)
-        self.python, self.tool_call_parser, self.lora_rank = python, tool_call_parser, lora_rank
+        self.python, self.tool_call_parser, self.lora_rank, self.dtype = python, tool_call_parser, lora_rank, dtype
+        self.gpus, self.tensor_parallel_size = gpus, tensor_parallel_size
         self._dir: Path | None = None
 
     def command(self) -> list[str]:
+        parallel = self.parallel_args()  # a bad split fails before anything is written
         command = [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model,
                    "--served-model-name", self.model_name, "--host", self.host, "--port", str(self.port),
-                   "--dtype", "float32", "--middleware", "looprl.inference.vllm.routes.looprl_routes",
+                   "--dtype", self.dtype, "--middleware", "looprl.inference.vllm.routes.looprl_routes",
                    "--worker-extension-cls", "looprl.inference.vllm.worker.WeightLoader",
                    "--disable-uvicorn-access-log"]
         if self.tool_call_parser:
@@ -92,10 +111,24 @@ class VllmProcess(EngineProcess):
             command += ["--chat-template", str(path)]
         if self.lora_rank:
             command += ["--enable-lora", "--max-lora-rank", str(max_lora_rank(self.lora_rank)), "--max-loras", "2"]
-        gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
-        if len(gpus) > 1:  # the deployment's `inference_gpus` (`launch.placement`): tensor parallel over them
-            command += ["--tensor-parallel-size", str(len(gpus))]
-        return command + self.extra_args
+        return command + parallel + self.extra_args
+
+    def parallel_args(self) -> list[str]:
+        """`--tensor-parallel-size` and `--data-parallel-size` over the engine's GPUs (none on the CPU)."""
+        gpus = self.gpus
+        if gpus is None:  # the deployment's `inference_gpus` (`launch.placement`)
+            gpus = len([g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()])
+        tp = self.tensor_parallel_size
+        if gpus == 0 and tp == 1:
+            return []
+        if gpus % tp:
+            raise UserError(f"inference.tensor_parallel_size = {tp} must divide the engine's {gpus} GPU(s)")
+        heads = attention_heads(Path(self.model))
+        if heads and heads % tp:
+            raise UserError(f"inference.tensor_parallel_size = {tp} must divide the model's {heads} attention heads "
+                            f"(vLLM splits them across the GPUs of a replica)")
+        args = ["--tensor-parallel-size", str(tp)] if tp > 1 else []
+        return args + (["--data-parallel-size", str(gpus // tp)] if gpus > tp else [])
 
     def environment(self) -> dict[str, str]:
         env = super().environment()

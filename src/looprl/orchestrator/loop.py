@@ -43,7 +43,7 @@ from looprl.orchestrator.inflight import GroupPool
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.step_metrics import first_request, lag_metrics, rollout_metrics, summary_line
 from looprl.orchestrator.training_samples import build_samples, loss_calls, per_call
-from looprl.orchestrator.weights import WeightSync
+from looprl.orchestrator.weight_sync import WeightSync
 from looprl.paths import batch_path, progress_path, rollout_metrics_path, trainer_report_path
 from looprl.session import Group, RolloutSession
 from looprl.session.advantages import batch_advantages

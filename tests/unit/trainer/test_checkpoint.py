@@ -7,7 +7,7 @@ import torch
 from tests.support.tiny_model import tiny_model
 
 from looprl.handoff import is_stable, latest_checkpoint
-from looprl.inference.weights import load_update
+from looprl.inference.weight_update import load_update
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.training_samples import TrainingSample
 from looprl.paths import broadcast_dir, checkpoint_dir

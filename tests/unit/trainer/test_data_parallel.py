@@ -21,7 +21,7 @@ from looprl.trainer.loss import clipped
 from looprl.trainer.optim import build_optimizer, build_scheduler
 from looprl.trainer.rollout_logprobs import RolloutLogprobs
 from looprl.trainer.step import train_step
-from looprl.trainer.weights import full_state_dict
+from looprl.trainer.weight_files import full_state_dict
 
 
 def _samples() -> list[TrainingSample]:

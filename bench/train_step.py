@@ -31,7 +31,7 @@ import torch
 
 from looprl.config import OrchestratorConfig
 from looprl.handoff import TrainerReport
-from looprl.models import DEFAULT_MODEL
+from looprl.model_loading import DEFAULT_MODEL
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.training_samples import TrainingSample
 from looprl.session.advantages import group_advantages

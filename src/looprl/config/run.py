@@ -26,7 +26,7 @@ from looprl.config.deployment import DeploymentConfig, SlurmConfig
 from looprl.config.loading import load_config
 from looprl.config.orchestrator import EnvConfig, OrchestratorConfig
 from looprl.config.trainer import TrainerConfig
-from looprl.models import DEFAULT_MODEL
+from looprl.model_loading import DEFAULT_MODEL
 from looprl.paths import config_path
 
 

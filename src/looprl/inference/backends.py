@@ -35,7 +35,7 @@ def engine_process(cfg: InferenceConfig, model: str, log_path: Path | None = Non
         return EngineProcess(model, log_path=log_path, host=host, port=port,
                              extra_args=["--max-batch-size", str(cfg.max_batch_size), *(log_args or [])])
     from looprl.inference.vllm.launch import VllmProcess, vllm_python
-    from looprl.models import resolve_model
+    from looprl.model_loading import resolve_model
 
     return VllmProcess(str(resolve_model(model)), python=vllm_python(cfg.vllm_python), served_model_name=model,
                        log_path=log_path, host=host, port=port, tool_call_parser=cfg.tool_call_parser,

@@ -11,8 +11,7 @@ from typing import Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from looprl.errors import UserError
-from looprl.inspector.catalog import RunCatalog, RunRef
-from looprl.inspector.models import (
+from looprl.inspector.api_types import (
     RolloutDetail,
     RolloutPage,
     RolloutRow,
@@ -21,6 +20,7 @@ from looprl.inspector.models import (
     SplitStats,
     StepMetrics,
 )
+from looprl.inspector.catalog import RunCatalog, RunRef
 from looprl.store.reader import SORT_COLUMNS, RolloutFilter, RunStoreReader
 from looprl.store.records import RolloutRecord, RunInfo
 

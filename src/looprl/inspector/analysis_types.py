@@ -1,6 +1,6 @@
 """Response types of the inspector's explaining endpoints: reward arithmetic, tokens, history, snippets.
 
-Like `looprl.inspector.models`, every endpoint of `looprl.inspector.explain` declares one of these as
+Like `looprl.inspector.api_types`, every endpoint of `looprl.inspector.rollout_analysis` declares one of these as
 its `response_model=`; every string in them comes from a run store and is rendered as text.
 """
 

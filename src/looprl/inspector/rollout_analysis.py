@@ -17,9 +17,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from looprl.config import OrchestratorConfig
 from looprl.inspector import queries
-from looprl.inspector.api import run_ref
-from looprl.inspector.catalog import RunRef
-from looprl.inspector.explain_models import (
+from looprl.inspector.analysis_types import (
     BaselineMember,
     CallTokens,
     ExampleHistory,
@@ -31,6 +29,8 @@ from looprl.inspector.explain_models import (
     Snippet,
     TokenView,
 )
+from looprl.inspector.api import run_ref
+from looprl.inspector.catalog import RunRef
 from looprl.inspector.tokens import TokenDecoder
 from looprl.session.advantages import group_advantages
 from looprl.session.rewards import mean_std, run_reward_rule

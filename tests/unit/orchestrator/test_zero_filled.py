@@ -9,7 +9,7 @@ from typing import ClassVar
 from tests.fixtures.stores.make_v1_stores import QUESTIONS, reply
 from tests.support.scripted_server import ScriptedServer
 
-from looprl.commands.eval_run import EvalConfig, run_eval
+from looprl.commands.eval.run import EvalConfig, run_eval
 from looprl.config import RLConfig
 from looprl.envs.types import RolloutResult
 from looprl.orchestrator.inflight import Collected, Landed

@@ -10,7 +10,7 @@ from tests.support.scripted_server import Reply, ScriptedServer
 
 import looprl.session.rollouts
 from looprl.cli import main
-from looprl.commands.eval_run import prepare_output
+from looprl.commands.eval.run import prepare_output
 from looprl.config import RLConfig, load_config
 from looprl.envs.types import RolloutResult
 from looprl.gateway.app import Gateway

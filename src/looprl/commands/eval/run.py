@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from looprl.commands.summary import summarize
+from looprl.commands.eval.summary import summarize
 from looprl.config import SamplingParams
 from looprl.envs.types import DatasetSplit, Example
 from looprl.envserver.capture import LogLimits

@@ -85,9 +85,9 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from looprl.commands.endpoint import model_endpoint
-    from looprl.commands.eval_run import EvalConfig, prepare_output, run_eval
-    from looprl.commands.progress import RolloutProgress
-    from looprl.commands.summary import print_summary
+    from looprl.commands.eval.progress import RolloutProgress
+    from looprl.commands.eval.run import EvalConfig, prepare_output, run_eval
+    from looprl.commands.eval.summary import print_summary
     from looprl.config import SamplingParams
     from looprl.envserver.loading import parse_env_args
     from looprl.session.preflight import check_env

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from looprl.commands.rescoring import Rescored
+    from looprl.commands.rescore.rescoring import Rescored
     from looprl.config import OrchestratorConfig
 
 
@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from looprl.commands.rescoring import rescore
+    from looprl.commands.rescore.rescoring import rescore
     from looprl.commands.stored import env_spec, load_base_env, reward_settings
     from looprl.envserver.capture import install_capture
     from looprl.errors import UserError

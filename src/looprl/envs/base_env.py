@@ -23,7 +23,7 @@ import openai
 from looprl.envs._chat_loop import ModelError, ToolError, run_chat_loop
 from looprl.envs._deadlines import deadline
 from looprl.envs._model_client import model_client
-from looprl.envs._progress import report, report_group_hook_started
+from looprl.envs._progress import report, report_context_exit, report_group_hook_started
 from looprl.envs._rewards_check import InvalidReward, check_reward_dict
 from looprl.envs.dataset import Dataset
 from looprl.envs.environment import Environment
@@ -125,7 +125,9 @@ class BaseEnv(Environment):
                     if reached == len(pending):
                         scored.set()
                     await group_scored.wait()  # keep rollout_context open until group rewards are in
+                    report_context_exit(r.rollout_id, done=False)
                     await self._exit_context(r, stack, request)
+                    report_context_exit(r.rollout_id, done=True)
 
         async def group() -> None:
             await scored.wait()

@@ -7,7 +7,8 @@ request they answer by `id`. Closing the worker's stdin asks it to close the env
 
 While a group runs, the worker streams what must survive its death, in order, before `GroupDone`:
 each captured log record (`RolloutLog`) as it is emitted, and each rollout as soon as it is settled
-(`RolloutSettled`), and when `compute_group_rewards` starts (`GroupHookStarted`). `WorkerBlocked`
+(`RolloutSettled`), when each `rollout_context` exit starts and completes (`ContextExit`), and when
+`compute_group_rewards` starts (`GroupHookStarted`). `WorkerBlocked`
 says env code holds the worker's event loop past a timeout. `ScoreGroup` asks a worker to run only
 `compute_group_rewards`, for rollouts that waited for it on a worker that died before it started.
 """
@@ -118,6 +119,17 @@ class RolloutSettled(BaseModel):
     group_pending: bool = False
 
 
+class ContextExit(BaseModel):
+    """Worker -> server: the `rollout_context` exit of a rollout of group `id` starts (`done` False, sent
+    before it runs) or has completed (`done` True). A worker that dies between the two fails that rollout,
+    whatever it had scored (`looprl.envserver.settlement`)."""
+
+    kind: Literal["context_exit"] = "context_exit"
+    id: str
+    rollout_id: str
+    done: bool
+
+
 class GroupHookStarted(BaseModel):
     """Worker -> server: `compute_group_rewards` of group `id` starts (sent before it runs). A worker that
     dies after this is not asked to score the group's waiting rollouts elsewhere: the hook may be what
@@ -149,7 +161,7 @@ class GroupDone(BaseModel):
 
 ToWorker = Annotated[CreateDataset | RunGroup | ScoreGroup, Field(discriminator="kind")]
 FromWorker = Annotated[WorkerReady | WorkerFailed | DatasetReady | RequestFailed | RolloutLog | RolloutSettled
-                       | GroupHookStarted | WorkerBlocked | GroupDone, Field(discriminator="kind")]
+                       | ContextExit | GroupHookStarted | WorkerBlocked | GroupDone, Field(discriminator="kind")]
 _to_worker: TypeAdapter[ToWorker] = TypeAdapter(ToWorker)
 _from_worker: TypeAdapter[FromWorker] = TypeAdapter(FromWorker)
 

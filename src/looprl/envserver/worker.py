@@ -42,6 +42,7 @@ from looprl.envserver.capture import install_capture
 from looprl.envserver.loading import instantiate, load_env_class
 from looprl.envserver.protocol import (
     MAX_LINE_BYTES,
+    ContextExit,
     CreateDataset,
     DatasetReady,
     GroupDone,
@@ -106,6 +107,9 @@ class GroupReporter:
 
     def settled(self, result: RolloutResult, group_pending: bool) -> None:
         self.channel.send(RolloutSettled(id=self.group_id, result=result, group_pending=group_pending))
+
+    def context_exit(self, rollout_id: str, done: bool) -> None:
+        self.channel.send(ContextExit(id=self.group_id, rollout_id=rollout_id, done=done))
 
     def group_hook_started(self) -> None:
         self.channel.send(GroupHookStarted(id=self.group_id))

@@ -158,8 +158,8 @@ def expected(hook: str, fault: str) -> tuple[str, str]:
         return "timeout", "in blocking code"
     if fault == "sleep":
         return "timeout", "timeout"
-    if hook == "exit":  # killed after it was settled: the rollout keeps its result
-        return "finished", ""
+    if hook == "exit":  # killed inside its rollout_context exit: like every fault there, it fails the rollout
+        return "env_worker_died", "inside this rollout's rollout_context exit"
     return "env_worker_died", "SIGKILL"
 
 

@@ -27,10 +27,11 @@ def env_spec(run: RunInfo, override: str | None) -> str:
 
 
 def env_args(run: RunInfo) -> dict[str, Any]:
-    """The env constructor's keyword arguments the run used (`looprl eval --env-args`, `[env] args`)."""
-    if run.kind == "rl":
-        return dict(run.config.get("env", {}).get("args", {}))
-    return dict(run.config.get("env_args", {}))
+    """The env constructor's keyword arguments the run used (`[env] args`, `looprl eval --env-args`)."""
+    env = run.config.get("env")
+    if isinstance(env, dict):  # rl's [env], eval's env runtime config
+        return dict(env.get("args", {}))
+    return dict(run.config.get("env_args", {}))  # an eval run stored before its config held the env runtime
 
 
 def load_env(run: RunInfo, override: str | None) -> Environment:

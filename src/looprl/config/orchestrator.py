@@ -8,12 +8,10 @@ Pydantic only, no torch: the launcher validates the whole config before any proc
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from pydantic import Field, model_validator
 
 from looprl.config.base import Strict
+from looprl.config.env_runtime import EnvSource
 from looprl.envs.types import DatasetSplit
 
 
@@ -31,21 +29,13 @@ class SamplingParams(Strict):
     stop: list[str] = Field(default_factory=list)
 
 
-class EnvConfig(Strict):
-    source: str
-    """The environment class: `path/to/file.py:ClassName` or `package.module:ClassName`."""
-    base_dir: Path | None = None
-    """Dataset folder passed to `create_dataset` (default: `data/` beside the env file)."""
-    args: dict[str, Any] = Field(default_factory=dict)
-    """Keyword arguments for the env constructor."""
+class EnvConfig(EnvSource):
     train_split: DatasetSplit = "train"
     """Split the training examples come from."""
     eval_split: DatasetSplit = "eval"
     """Split the periodic evaluation runs on."""
     max_train_examples: int | None = Field(None, ge=1)
     """Load at most this many training examples (None: all)."""
-    workers: int = Field(1, ge=1)
-    """Env worker processes per split (env code never runs in the orchestrator's process)."""
 
 
 class EvalSettings(Strict):

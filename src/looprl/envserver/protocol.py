@@ -16,12 +16,12 @@ says env code holds the worker's event loop past a timeout. `ScoreGroup` asks a 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+from looprl.config.env_runtime import EnvRuntimeConfig
 from looprl.envs.types import DatasetSplit, Example, GroupRequest, LogRecordData, RolloutResult
-from looprl.envserver.capture import LogLimits
 
 MAX_LINE_BYTES = 1 << 30
 """Largest message (a group's transcripts and log records travel as one line)."""
@@ -31,13 +31,10 @@ class WorkerConfig(BaseModel):
     """What a worker needs to start; produced by the server, consumed by the worker (argv[1])."""
 
     worker_id: int
-    env: str
-    """The env spec, `path/to/file.py:Class` or `package.module:Class`."""
-    env_args: dict[str, Any] = Field(default_factory=dict)
-    env_level: str = "INFO"
-    """Verbosity of env code: the level of records captured per rollout and written to the worker log."""
-    log_limits: LogLimits = Field(default_factory=LogLimits)
-    json_logging: bool = False
+    runtime: EnvRuntimeConfig
+    """The env (`runtime.source`, `path/to/file.py:Class` or `package.module:Class`), its constructor's args,
+    the level of env code's records (captured per rollout and written to the worker log), their limits and
+    the log format."""
 
 
 class WorkerReady(BaseModel):

@@ -36,8 +36,8 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
+from looprl.config.env_runtime import EnvRuntimeConfig
 from looprl.envs.types import DatasetSplit, Example, GroupRequest, RolloutResult
-from looprl.envserver.capture import LogLimits
 from looprl.envserver.loading import env_name
 from looprl.envserver.protocol import (
     MAX_LINE_BYTES,
@@ -77,16 +77,10 @@ WORKER_MAIN = "import sys; from looprl.envserver.worker import main; sys.exit(ma
 
 
 class EnvServer:
-    def __init__(self, env: str, split: DatasetSplit, run_dir: Path, *, env_args: dict[str, Any] | None = None,
-                 workers: int = 1, env_level: str = "INFO", log_limits: LogLimits | None = None,
-                 json_logging: bool = False, timeout_grace_s: float = 5.0) -> None:
-        if workers < 1:
-            raise UserError(f"an env server needs at least one worker, got {workers}")
-        self.env, self.split, self.run_dir, self.env_name = env, split, Path(run_dir), env_name(env)
-        self.timeout_grace_s = timeout_grace_s
-        self._config = WorkerConfig(worker_id=0, env=env, env_args=env_args or {}, env_level=env_level,
-                                    log_limits=log_limits or LogLimits(), json_logging=json_logging)
-        self._workers = workers
+    def __init__(self, runtime: EnvRuntimeConfig, split: DatasetSplit, run_dir: Path) -> None:
+        self.runtime, self.split, self.run_dir = runtime, split, Path(run_dir)
+        self.env, self.env_name = runtime.source, env_name(runtime.source)
+        self._config = WorkerConfig(worker_id=0, runtime=runtime)
         self._slots: list[WorkerSlot] = []
         self._closing = False
         self._requests = 0
@@ -95,16 +89,16 @@ class EnvServer:
         log_path = env_server_log_path(self.run_dir, split, self.env_name)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file: TextIO = log_path.open("a", buffering=1, encoding="utf-8")
-        self.log = make_logger(env_level, json_logging, sink=self._log_file, process="env_server")
+        self.log = make_logger(runtime.level, runtime.json_logging, sink=self._log_file, process="env_server")
 
     def worker_log_path(self, worker_id: int) -> Path:
         return env_worker_log_path(self.run_dir, self.split, self.env_name, worker_id)
 
     async def start(self) -> None:
         """Start the workers; raise `UserError` if the env cannot be loaded."""
-        self.log.info("env server for {} ({} split): starting {} workers", self.env, self.split, self._workers)
+        self.log.info("env server for {} ({} split): starting {} workers", self.env, self.split, self.runtime.workers)
         loop = asyncio.get_running_loop()
-        self._slots = [WorkerSlot(i, loop.create_future()) for i in range(self._workers)]
+        self._slots = [WorkerSlot(i, loop.create_future()) for i in range(self.runtime.workers)]
         for slot in self._slots:
             slot.task = asyncio.create_task(self._run_worker(slot))
         results = await asyncio.gather(*(asyncio.shield(s.ready) for s in self._slots), return_exceptions=True)
@@ -272,7 +266,7 @@ class EnvServer:
             raise
         if request is not None and request.timeout_s is not None:
             pending.deadline = asyncio.get_running_loop().call_later(
-                3 * request.timeout_s + self.timeout_grace_s, self._overdue, slot, message.id)
+                3 * request.timeout_s + self.runtime.timeout_grace_s, self._overdue, slot, message.id)
         assert slot.proc is not None and slot.proc.stdin is not None
         try:
             slot.proc.stdin.write(encode(message))

@@ -61,11 +61,9 @@ class Orchestrator:
         gateway = Gateway(f"{engine_url}/v1", model_name, sampling, cfg.orchestrator.context_budget)
         self.weights = WeightSync(engine_url, self.run_dir, last_version=cfg.max_steps, on_model=gateway.serve_model)
         self.session = RolloutSession(
-            self.run_dir, kind="rl", env=cfg.env.source, gateway=gateway, config=cfg.model_dump(mode="json"),
-            splits=(cfg.env.train_split, cfg.env.eval_split), model=cfg.model.name, env_args=cfg.env.args,
-            base_dir=cfg.env.base_dir, workers=cfg.env.workers, timeout_s=cfg.orchestrator.timeout_s,
-            reward_weights=cfg.orchestrator.reward_weights, env_level=cfg.log.level,
-            json_logging=cfg.log.json_logging)
+            self.run_dir, kind="rl", env=cfg.env_runtime(), gateway=gateway, config=cfg.model_dump(mode="json"),
+            splits=(cfg.env.train_split, cfg.env.eval_split), model=cfg.model.name,
+            timeout_s=cfg.orchestrator.timeout_s, reward_weights=cfg.orchestrator.reward_weights)
         self.session.summary = {"steps": cfg.max_steps}
         self.pending: dict[int, dict[str, Any]] = {}
         self.loss_calls: dict[str, list[tuple[int, int]]] = {}

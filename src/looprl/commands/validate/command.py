@@ -73,14 +73,14 @@ async def group_check(args: argparse.Namespace, first: Example, run_dir: Path, b
                       checks: Checks) -> None:
     """One 2-rollout group through env servers and the gateway, as `rl` and `eval` run them."""
     from looprl.commands.validate.contract_checks import result_problems
-    from looprl.config import SamplingParams
+    from looprl.config import EnvRuntimeConfig, SamplingParams
     from looprl.gateway.app import Gateway
     from looprl.session import RolloutSession
 
     gateway = Gateway(base_url, model, SamplingParams(max_tokens=args.max_tokens))
-    async with RolloutSession(run_dir, kind="validate", env=args.env, gateway=gateway, config={},
-                              splits=["train"], env_args=args.env_args, base_dir=args.base_dir,
-                              timeout_s=600) as session:
+    runtime = EnvRuntimeConfig(source=args.env, args=args.env_args, base_dir=args.base_dir)
+    async with RolloutSession(run_dir, kind="validate", env=runtime, gateway=gateway, config={},
+                              splits=["train"], timeout_s=600) as session:
         group = await session.roll_out(first, "train", 2)
     for r, calls in group:
         print(f"      rollout {r.rollout_id}: {r.termination_reason}, rewards {r.rewards}, "

@@ -33,10 +33,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from looprl.envs._model_client import aclose_pool, warm_up
 from looprl.envs.base_env import BaseEnv
 from looprl.envs.environment import Environment
 from looprl.envs.logging import current_rollout_ids
+from looprl.envs.runtime_api import aclose_pool, warm_up
 from looprl.envs.types import GroupRequest, LogRecordData, RolloutResult
 from looprl.envserver.capture import install_capture
 from looprl.envserver.loading import instantiate, load_env_class

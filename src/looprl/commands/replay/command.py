@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run_group(env, request) -> list[RolloutResult]:
-    from looprl.envs._model_client import aclose_pool
+    from looprl.envs.runtime_api import aclose_pool
     from looprl.envserver.runtime import run_group_captured
 
     try:

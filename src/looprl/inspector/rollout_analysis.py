@@ -32,13 +32,11 @@ from looprl.inspector.analysis_types import (
 from looprl.inspector.api import run_ref
 from looprl.inspector.catalog import RunRef
 from looprl.inspector.tokens import TokenDecoder
-from looprl.session.advantages import group_advantages
+from looprl.session.advantages import EPS, group_advantages
 from looprl.session.rewards import mean_std, run_reward_rule
 from looprl.store.records import ModelCall
 
 router = APIRouter(prefix="/api")
-EPS = 1e-6
-"""`group_advantages`' default eps, which the orchestrator uses."""
 
 
 def decoder(request: Request) -> TokenDecoder:
@@ -73,7 +71,7 @@ def baseline(row: dict[str, Any], members: list[tuple[str, str, float | None, fl
     """The group's rewards as stored (failures already 0 under `include_failed`), through `group_advantages`."""
     normalize, include_failed = rule.normalize_std, rule.include_failed
     rewards = [reward for _, _, reward, _ in members]
-    adv = group_advantages(rewards, normalize, EPS)
+    adv = group_advantages(rewards, normalize)
     mean, std = mean_std([r for r in rewards if r is not None])
     mine = next(a for (rid, *_), a in zip(members, adv.advantages) if rid == row["rollout_id"])
     return GroupBaseline(

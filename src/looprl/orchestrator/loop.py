@@ -11,8 +11,9 @@ For each step N (from 1):
    weights more than `max_off_policy_steps` behind are dropped (stored, counted, not trained). The
    gateway records every model call with its token ids and logprobs.
 4. Rewards -> advantages: components weighted into a total (zero-filled across the batch), reward
-   minus the group's mean; failed rollouts stay out of the loss unless `include_failed`; groups
-   with no non-zero advantage are skipped and counted.
+   minus the group's mean, divided by the group's std with `normalize_std` (the default); failed
+   rollouts stay out of the loss unless `include_failed`; groups with no non-zero advantage are
+   skipped and counted.
 5. Samples from the recorded calls, packed by token budget into `steps/step_N/batch.json`.
 6. Store: the rollouts at once (before the batch is handed over), each with the components it was
    zero-filled on; the step's metrics, and the trainer's logprobs on the calls it trained, when the
@@ -124,7 +125,7 @@ class Orchestrator:
         # 2. rewards and advantages per group; zero-advantage groups carry no signal
         results = [[r for r, _ in group] for group in groups]
         self.unused_weights.check(step, [r for group in results for r in group])
-        advantages = batch_advantages(results, ocfg.reward_weights, ocfg.include_failed, ocfg.normalize_std)
+        advantages = batch_advantages(results, ocfg)
 
         # 3. training samples from the recorded calls, packed into micro-batches for the trainer
         samples, records, breaks = [], [], 0

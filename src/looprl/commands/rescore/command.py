@@ -117,8 +117,7 @@ def _counts(console: Console, items: list[Rescored], groups: list[list[Rescored]
     if kept:
         console.print("not re-scored (failed before scoring): " + ", ".join(f"{r} {n}" for r, n in kept.items()),
                       style="dim")
-    old = batch_advantages([[i.before for i in g] for g in groups], settings.reward_weights,
-                           settings.include_failed, settings.normalize_std)
+    old = batch_advantages([[i.before for i in g] for g in groups], settings)
     new_signal = sum(any(i.advantage for i in g) for g in groups)
     console.print(f"groups with a learning signal (a non-zero advantage): {sum(not a.skipped for a in old)} → "
                   f"{new_signal} of {len(groups)}")

@@ -72,8 +72,7 @@ async def rescore(env: BaseEnv, records: list[RolloutRecord], settings: Orchestr
             return await _rescore_group(env, group, limits)
 
     rescored = await asyncio.gather(*(one(g) for g in groups.values()))
-    advantages = batch_advantages([[r.after for r in group] for group in rescored], settings.reward_weights,
-                                  settings.include_failed, settings.normalize_std)
+    advantages = batch_advantages([[r.after for r in group] for group in rescored], settings)
     for group, adv in zip(rescored, advantages):
         for item, reward, advantage in zip(group, adv.rewards, adv.advantages):
             item.reward, item.advantage = reward, None if adv.skipped else advantage

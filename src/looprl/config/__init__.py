@@ -17,8 +17,8 @@ from looprl.config.env_runtime import EnvRuntimeConfig, LogLimits
 from looprl.config.loading import load_config, merge_arguments, validate
 from looprl.config.orchestrator import (
     EnvConfig,
-    EvalSettings,
     OrchestratorConfig,
+    PeriodicEvalConfig,
     SamplingParams,
 )
 from looprl.config.run import (
@@ -45,7 +45,6 @@ __all__ = [
     "DeploymentConfig",
     "EnvConfig",
     "EnvRuntimeConfig",
-    "EvalSettings",
     "InferenceConfig",
     "LogConfig",
     "LogLimits",
@@ -55,6 +54,7 @@ __all__ = [
     "ModelConfig",
     "OptimConfig",
     "OrchestratorConfig",
+    "PeriodicEvalConfig",
     "RLConfig",
     "SamplingParams",
     "SlurmConfig",

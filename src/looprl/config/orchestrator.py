@@ -38,7 +38,10 @@ class EnvConfig(EnvSource):
     """Load at most this many training examples (None: all)."""
 
 
-class EvalSettings(Strict):
+class PeriodicEvalConfig(Strict):
+    """`[orchestrator.eval]`: evaluation on the eval split during `looprl rl` (not `looprl eval`'s
+    `EvalRunConfig`)."""
+
     interval: int = Field(0, ge=0)
     """Evaluate at steps 1, 1+N, 1+2N, ... (step 1: the initial model) and after the last step (0: only after
     the last)."""
@@ -80,7 +83,7 @@ class OrchestratorConfig(Strict):
     """Most tokens in one rollout's context (prompt + completions); None: the model's limit."""
     timeout_s: float | None = Field(None, gt=0)
     """Seconds a rollout may take before it ends as `timeout`."""
-    eval: EvalSettings = Field(default_factory=EvalSettings)
+    eval: PeriodicEvalConfig = Field(default_factory=PeriodicEvalConfig)
     """Periodic evaluation on the eval split."""
 
     @model_validator(mode="after")

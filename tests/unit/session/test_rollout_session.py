@@ -10,7 +10,7 @@ from tests.support.scripted_server import Reply, ScriptedServer
 
 import looprl.session.rollouts
 from looprl.cli import main
-from looprl.commands.eval.run import EvalConfig, prepare_output, run_eval
+from looprl.commands.eval.run import EvalRunConfig, prepare_output, run_eval
 from looprl.config import EnvRuntimeConfig, LogLimits, RLConfig, load_config
 from looprl.envs.types import RolloutResult
 from looprl.gateway.app import Gateway
@@ -90,7 +90,7 @@ def test_rl_and_eval_honour_json_logging_and_log_limits(tmp_path):
         rl = Orchestrator(cfg, tmp_path / "rl", server.base_url.removesuffix("/v1"), "scripted")
         rl_result = asyncio.run(roll_one(rl.session, "train"))
         runtime = EnvRuntimeConfig(source=ENV, json_logging=True, log_limits=LogLimits(max_records=0))
-        asyncio.run(run_eval(EvalConfig(env=runtime, num_examples=1, rollouts_per_example=1, model="scripted",
+        asyncio.run(run_eval(EvalRunConfig(env=runtime, num_examples=1, rollouts_per_example=1, model="scripted",
                                         base_url=server.base_url, output=tmp_path / "eval"), eval_results.extend))
     for run_dir, result in ((tmp_path / "rl", rl_result), (tmp_path / "eval", eval_results[0])):
         assert result.termination_reason == "finished" and result.logs == [] and result.logs_dropped == 1

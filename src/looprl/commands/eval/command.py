@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
     from looprl.commands.endpoint import model_endpoint
     from looprl.commands.eval.progress import RolloutProgress
-    from looprl.commands.eval.run import EvalConfig, prepare_output, run_eval
+    from looprl.commands.eval.run import EvalRunConfig, prepare_output, run_eval
     from looprl.commands.eval.summary import print_summary
     from looprl.config import EnvRuntimeConfig, SamplingParams
     from looprl.envserver.loading import parse_env_args
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
                                          args.backend, args.vllm_python)
         runtime = EnvRuntimeConfig(source=args.env, args=env_args, base_dir=args.base_dir, workers=args.env_workers,
                                    level=args.log_level)
-        cfg = EvalConfig(
+        cfg = EvalRunConfig(
             env=runtime, split=args.split, num_examples=args.num_examples,
             rollouts_per_example=args.rollouts_per_example, concurrency=args.concurrency, model=model,
             base_url=base_url, api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), sampling=sampling,

@@ -33,7 +33,7 @@ from looprl.session.rewards import mark_zero_filled
 from looprl.store.records import RolloutRecord
 
 
-class EvalConfig(BaseModel):
+class EvalRunConfig(BaseModel):
     """Everything `looprl eval` needs; built from its flags."""
 
     env: EnvRuntimeConfig
@@ -83,7 +83,7 @@ def prepare_output(output: Path, overwrite: bool) -> None:
     shutil.rmtree(logs_dir(output), ignore_errors=True)
 
 
-async def run_eval(cfg: EvalConfig, on_group: Callable[[list[RolloutRecord]], None] | None = None) -> dict[str, Any]:
+async def run_eval(cfg: EvalRunConfig, on_group: Callable[[list[RolloutRecord]], None] | None = None) -> dict[str, Any]:
     """Run the evaluation; `on_group(records)` is called as each group's rollouts are stored."""
     gateway = Gateway(cfg.base_url, cfg.model, cfg.sampling, cfg.context_budget, cfg.api_key)
     session = RolloutSession(cfg.output, kind="eval", env=cfg.env, gateway=gateway, config=cfg.model_dump(mode="json"),

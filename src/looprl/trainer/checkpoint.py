@@ -127,13 +127,6 @@ def load_trainer_state(run_dir: Path, step: int, model: Any, optimizer: torch.op
     return saved["progress"], restored
 
 
-def load_checkpoint(run_dir: Path, step: int, model: Any, optimizer: torch.optim.Optimizer,
-                    scheduler: torch.optim.lr_scheduler.LRScheduler) -> dict[str, Any]:
-    """One process: restore weights, optimizer, scheduler and RNGs in place; returns the saved progress."""
-    load_weights(run_dir, step, model)
-    return load_trainer_state(run_dir, step, model, optimizer, scheduler)[0]
-
-
 def prune_checkpoints(run_dir: Path, keep: int, is_kept: Callable[[int], bool]) -> None:
     """Delete every checkpoint but the newest `keep` kept ones and the newest of all (the resumable
     state, which the next one replaces)."""

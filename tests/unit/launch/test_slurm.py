@@ -11,7 +11,7 @@ import pytest
 
 from looprl.errors import UserError
 from looprl.launch.slurm import SlurmConfig, render_sbatch, write_sbatch
-from looprl.paths import log_path, node_log_path, torchrun_log_dir
+from looprl.paths import log_path, logs_dir, torchrun_log_dir
 
 FAKE_SRUN = """#!/bin/bash
 # srun stand-in: runs --ntasks copies of the command here, each with its SLURM_PROCID.
@@ -80,9 +80,9 @@ def test_the_job_runs_every_node_with_the_seed_log_layout(tmp_path):
     assert log_path(out, "trainer").is_symlink() and os.readlink(log_path(out, "trainer")) == "trainer/node_0.log"
     assert os.readlink(log_path(out, "inference")) == "inference/node_0.log"
     assert "[default0]:trainer rank 0 of 2" in log_path(out, "trainer").read_text()
-    assert "[default0]:trainer rank 1 of 2" in node_log_path(out, "trainer", 1).read_text()
+    assert "[default0]:trainer rank 1 of 2" in (logs_dir(out) / "trainer/node_1.log").read_text()
     assert "engine on inference node 0" in log_path(out, "inference").read_text()
-    assert "engine on inference node 1" in node_log_path(out, "inference", 1).read_text()
+    assert "engine on inference node 1" in (logs_dir(out) / "inference/node_1.log").read_text()
     assert ("orchestrator sees http://infer-a:8123/v1,http://infer-b:8123/v1 localhost"
             in log_path(out, "orchestrator").read_text())
     rank_logs = sorted(p.read_text() for p in torchrun_log_dir(out).rglob("stdout.log"))

@@ -29,6 +29,8 @@ from looprl.envs.types import GroupRequest
 from looprl.envserver.host import EnvServerHost
 from looprl.session.groups import new_id
 
+pytestmark = pytest.mark.slow  # 25 cells of worker deaths and timeouts: a minute even on an idle machine
+
 MIN_TIMEOUT_S = 2.0
 TIMEOUT_PER_BASELINE = 5
 """A cell's timeout: this many times the wall time of the healthy group run just before it, at least

@@ -59,6 +59,7 @@ def test_render_the_sbatch_script(tmp_path):
         render_sbatch(cfg, tmp_path, orchestrator=[], trainer=["x"], inference=["y"])
 
 
+@pytest.mark.slow  # the whole sbatch script, its fake nodes as processes
 def test_the_job_runs_every_node_with_the_seed_log_layout(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

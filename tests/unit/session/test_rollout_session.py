@@ -85,8 +85,8 @@ def test_rl_and_eval_honour_json_logging_and_log_limits(tmp_path):
     logs JSON lines, and `log_limits.max_records = 0` drops the one record ArithmeticEnv logs per rollout."""
     eval_results: list = []
     with ScriptedServer(lambda body: Reply("<answer>1</answer>")) as server:
-        cfg = load_config(RLConfig, ["--env.source", ENV, "--log.json_logging", "true",
-                                     "--log.env_limits.max_records", "0"])
+        cfg = load_config(RLConfig, ["--env.source", ENV, "--env.eval_split", "train",  # one env server, not two
+                                     "--log.json_logging", "true", "--log.env_limits.max_records", "0"])
         rl = Orchestrator(cfg, tmp_path / "rl", server.base_url.removesuffix("/v1"), "scripted")
         rl_result = asyncio.run(roll_one(rl.session, "train"))
         runtime = EnvRuntimeConfig(source=ENV, json_logging=True, log_limits=LogLimits(max_records=0))

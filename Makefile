@@ -1,4 +1,4 @@
-# looprl: `make demo` runs the CPU demo on the bundled model, `make test` runs lint and then the test suite.
+# looprl: `make demo` runs the CPU demo on the bundled model, `make unit` the fast unit tests, `make test` runs lint and then the test suite.
 # Both install what they need first (a .venv at the repository root).
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
-.PHONY: install vllm demo lint docs test bench clean
+.PHONY: install vllm demo lint docs unit test bench clean
 
 install: $(STAMP)
 
@@ -57,6 +57,10 @@ lint: install
 DOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 docs: install
 	$(DOCS_BUILD)
+
+# The contributor's loop: the unit tests without lint, slow or browser tests (under 2 minutes on 2 idle cores).
+unit: install
+	$(PY) -m pytest -q tests/unit -m "not slow and not browser"
 
 test: install lint vllm /usr/bin/chromium
 	$(PY) -m pytest -q

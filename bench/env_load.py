@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.harness import example
 from tests.support.scripted_server import Reply, ScriptedServer
 
+from looprl.config import EnvRuntimeConfig
 from looprl.envs.types import GroupRequest
 from looprl.envserver.host import EnvServerHost
 from looprl.session.groups import new_id
@@ -60,7 +61,7 @@ def peak_rss_mib(pid: int | None = None) -> float:
 
 
 async def run(spec: str, run_dir: Path, groups: int, size: int, workers: int, records: int) -> float:
-    host = EnvServerHost(spec, run_dir, splits=["train"], workers=workers)
+    host = EnvServerHost(EnvRuntimeConfig(source=spec, workers=workers), run_dir, splits=["train"])
     await host.start()
     try:
         with ScriptedServer(lambda body: Reply("ok")) as server:

@@ -25,7 +25,7 @@ from rich.table import Table
 from looprl.config import InferenceConfig
 from looprl.inference.backends import engine_process
 from looprl.inference.process import EngineProcess
-from looprl.models import DEFAULT_MODEL, load_model_and_tokenizer
+from looprl.model_loading import DEFAULT_MODEL, load_model_and_tokenizer
 
 TOPICS = ["the sea", "a lighthouse", "coffee", "trains", "a lost key", "winter", "a robot", "the moon",
           "bees", "a library", "rain", "chess", "a volcano", "bread", "a violin", "the desert"]

@@ -188,7 +188,7 @@ def trl_worker(args: argparse.Namespace) -> None:
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
-    from looprl.models import DEFAULT_MODEL, resolve_model
+    from looprl.model_loading import DEFAULT_MODEL, resolve_model
 
     env = task_env(args.task)
     rows = train_payloads(args.task)

@@ -31,7 +31,7 @@ import torch
 
 from looprl.config import OrchestratorConfig
 from looprl.handoff import TrainerReport
-from looprl.models import DEFAULT_MODEL
+from looprl.model_loading import DEFAULT_MODEL
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.training_samples import TrainingSample
 from looprl.session.advantages import group_advantages
@@ -54,7 +54,7 @@ def synthetic_batch(model: Any, args: argparse.Namespace) -> list[TrainingSample
     for _ in range(args.samples // args.group_size):
         rewards = [float(rng.random() < 0.5) for _ in range(args.group_size)]
         rewards[0] = 1.0 - rewards[1]  # every group has signal
-        advantages = group_advantages(rewards).advantages
+        advantages = group_advantages(rewards, OrchestratorConfig.model_fields["normalize_std"].default).advantages
         prompt = [rng.randrange(10, vocab) for _ in range(rng.randint(*args.prompt_len))]
         for advantage in advantages:
             completion = [rng.randrange(10, vocab) for _ in range(rng.randint(*args.completion_len))]

@@ -21,13 +21,13 @@ BROKEN_PIPE_STATUS = 1
 # subcommand -> module exposing `add_arguments(parser)` and `run(args) -> int`
 COMMANDS: dict[str, tuple[str, str]] = {
     "rl": ("looprl.launch.rl_command", "a whole training run: inference, env servers, orchestrator, trainer"),
-    "eval": ("looprl.commands.eval", "rollouts of an environment against a model, recorded to a run dir"),
-    "validate": ("looprl.commands.validate", "check an environment against the contract"),
+    "eval": ("looprl.commands.eval.command", "rollouts of an environment against a model, recorded to a run dir"),
+    "validate": ("looprl.commands.validate.command", "check an environment against the contract"),
     "rollouts": ("looprl.commands.rollouts", "a run's rollouts as a table or JSON lines"),
     "logs": ("looprl.commands.logs", "a rollout's (or a run's) log records"),
     "metrics": ("looprl.commands.metrics", "a run's per-step training metrics"),
-    "rescore": ("looprl.commands.rescore", "re-run an (edited) env's reward code on a run's stored rollouts"),
-    "replay": ("looprl.commands.replay", "re-run one stored rollout with the model's recorded replies"),
+    "rescore": ("looprl.commands.rescore.command", "re-run an (edited) env's reward code on a run's stored rollouts"),
+    "replay": ("looprl.commands.replay.command", "re-run one stored rollout with the model's recorded replies"),
     "inspect": ("looprl.inspector.command", "the rollout inspector web UI"),
     "inference": ("looprl.inference.command", "the embedded OpenAI-compatible inference engine"),
 }

@@ -28,11 +28,6 @@ def log_path(run_dir: Path, process: str) -> Path:
     return logs_dir(run_dir) / f"{process}.log"
 
 
-def node_log_path(run_dir: Path, process: str, node: int) -> Path:
-    """`logs/{process}/node_{node}.log`: one node's output in a SLURM run (`trainer`, `inference`)."""
-    return logs_dir(run_dir) / process / f"node_{node}.log"
-
-
 def torchrun_log_dir(run_dir: Path) -> Path:
     """`logs/trainer/torchrun/`: torchrun's `--log-dir`, per-rank stdout/stderr of every rank."""
     return logs_dir(run_dir) / "trainer" / "torchrun"

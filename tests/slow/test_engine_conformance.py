@@ -18,7 +18,7 @@ from safetensors.torch import save_file
 from looprl.config import InferenceConfig
 from looprl.config.trainer import LoraConfig
 from looprl.inference.backends import engine_process
-from looprl.models import DEFAULT_MODEL, load_model_and_tokenizer, resolve_model
+from looprl.model_loading import DEFAULT_MODEL, load_model_and_tokenizer, resolve_model
 from looprl.orchestrator.training_samples import build_samples, extends
 from looprl.store.records import ModelCall
 from looprl.trainer.broadcast import broadcast_weights

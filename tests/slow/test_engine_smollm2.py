@@ -17,7 +17,7 @@ from safetensors.torch import save_file
 
 from looprl.inference.engine import Engine
 from looprl.inference.server import create_app
-from looprl.models import DEFAULT_MODEL, load_model_and_tokenizer
+from looprl.model_loading import DEFAULT_MODEL, load_model_and_tokenizer
 
 pytestmark = pytest.mark.slow
 TOLERANCE = 2e-3

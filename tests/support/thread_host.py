@@ -14,11 +14,12 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from looprl.envs._model_client import aclose_pool
+from looprl.config import LogLimits
 from looprl.envs.dataset import Dataset
 from looprl.envs.environment import Environment
+from looprl.envs.runtime_api import aclose_pool
 from looprl.envs.types import DatasetSplit, GroupRequest, RolloutResult
-from looprl.envserver.capture import LogLimits, install_capture
+from looprl.envserver.capture import install_capture
 from looprl.envserver.runtime import run_group_captured
 
 T = TypeVar("T")

@@ -17,7 +17,7 @@ def model_endpoint(stack: contextlib.ExitStack, base_url: str | None, model: str
         return base_url, model or "default"
     from looprl.config import InferenceConfig
     from looprl.inference.backends import engine_process
-    from looprl.models import DEFAULT_MODEL
+    from looprl.model_loading import DEFAULT_MODEL
 
     print(f"starting engine {model or DEFAULT_MODEL} ({backend})… (log: {engine_log})", flush=True)
     started = time.monotonic()

@@ -1,4 +1,4 @@
-"""What `looprl rescore` and `looprl replay` rebuild from a run store: the env, its examples, its rollouts.
+"""What `looprl rescore` and `looprl replay` rebuild from a run store: the env, its examples, its reward rule.
 
 The store keeps each rollout's transcript and `example_args`, not the example's payload as such. For
 `BaseEnv` the transcript opens with the example's `prompt_messages` (everything before the first
@@ -13,7 +13,6 @@ from typing import Any
 from looprl.config import OrchestratorConfig
 from looprl.envs.base_env import BaseEnv
 from looprl.envs.environment import Environment
-from looprl.envs.rollout import BaseRollout
 from looprl.envs.types import Example
 from looprl.envserver.loading import instantiate, load_env_class
 from looprl.errors import UserError
@@ -27,10 +26,11 @@ def env_spec(run: RunInfo, override: str | None) -> str:
 
 
 def env_args(run: RunInfo) -> dict[str, Any]:
-    """The env constructor's keyword arguments the run used (`looprl eval --env-args`, `[env] args`)."""
-    if run.kind == "rl":
-        return dict(run.config.get("env", {}).get("args", {}))
-    return dict(run.config.get("env_args", {}))
+    """The env constructor's keyword arguments the run used (`[env] args`, `looprl eval --env-args`)."""
+    env = run.config.get("env")
+    if isinstance(env, dict):  # rl's [env], eval's env runtime config
+        return dict(env.get("args", {}))
+    return dict(run.config.get("env_args", {}))  # an eval run stored before its config held the env runtime
 
 
 def load_env(run: RunInfo, override: str | None) -> Environment:
@@ -57,15 +57,6 @@ def stored_example(record: RolloutRecord) -> Example:
     """The example a stored rollout ran on, with the id it had."""
     return Example(id=record.example_id,
                    payload={"prompt_messages": prompt_messages(record.messages), **record.example_args})
-
-
-def stored_rollout(record: RolloutRecord, example: Example | None = None) -> BaseRollout:
-    """A completed `BaseRollout` as reward hooks saw it: transcript, example, split, counters."""
-    return BaseRollout(rollout_id=record.rollout_id, group_id=record.group_id,
-                       example=example or stored_example(record),
-                       split=record.split, messages=[dict(m) for m in record.messages], turns=record.turns,
-                       tool_calls=record.tool_calls, termination_reason=record.termination_reason,
-                       started_at=record.started_at, finished_at=record.finished_at)
 
 
 def reward_settings(run: RunInfo) -> OrchestratorConfig:

@@ -3,6 +3,7 @@
     loading.py       `load_config(Model, argv)`: `@ FILE.toml` merged left to right, `--a.b VALUE` overrides
     run.py           `RLConfig`: a whole `looprl rl` run (`[model]`, `[env]`, `[inference]`, `[log]`, ...)
     orchestrator.py  `[orchestrator]` (with `[orchestrator.sampling]`) and `[env]`
+    env_runtime.py   `EnvRuntimeConfig`: how env servers run env code (what rl, eval and validate pass them)
     trainer.py       `[trainer]`: loss, optimizer, LoRA, checkpoints
     deployment.py    `[deployment]` (GPU placement) and `[slurm]`
     base.py          `Strict`, the base model that rejects unknown keys
@@ -12,11 +13,12 @@ process package (orchestrator, trainer, inference, ...): each process imports it
 """
 
 from looprl.config.deployment import DeploymentConfig, SlurmConfig
+from looprl.config.env_runtime import EnvRuntimeConfig, LogLimits
 from looprl.config.loading import load_config, merge_arguments, validate
 from looprl.config.orchestrator import (
     EnvConfig,
-    EvalSettings,
     OrchestratorConfig,
+    PeriodicEvalConfig,
     SamplingParams,
 )
 from looprl.config.run import (
@@ -43,15 +45,17 @@ __all__ = [
     "ClippedLoss",
     "DeploymentConfig",
     "EnvConfig",
-    "EvalSettings",
+    "EnvRuntimeConfig",
     "InferenceConfig",
     "LogConfig",
+    "LogLimits",
     "LoraConfig",
     "LossConfig",
     "MaskedLoss",
     "ModelConfig",
     "OptimConfig",
     "OrchestratorConfig",
+    "PeriodicEvalConfig",
     "RLConfig",
     "SamplingParams",
     "SlurmConfig",

@@ -8,12 +8,10 @@ Pydantic only, no torch: the launcher validates the whole config before any proc
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from pydantic import Field, model_validator
 
 from looprl.config.base import Strict
+from looprl.config.env_runtime import EnvSource
 from looprl.envs.types import DatasetSplit
 
 
@@ -33,27 +31,20 @@ class SamplingParams(Strict):
     """Stop strings, added to each request's own."""
 
 
-class EnvConfig(Strict):
+class EnvConfig(EnvSource):
     """`[env]`: the environment class trained and evaluated on, and how its code runs."""
 
-    source: str
-    """The environment class: `path/to/file.py:ClassName` or `package.module:ClassName`."""
-    base_dir: Path | None = None
-    """Dataset folder passed to `create_dataset` (default: `data/` beside the env file)."""
-    args: dict[str, Any] = Field(default_factory=dict)
-    """Keyword arguments for the env constructor."""
     train_split: DatasetSplit = "train"
     """Split the training examples come from."""
     eval_split: DatasetSplit = "eval"
     """Split the periodic evaluation runs on."""
     max_train_examples: int | None = Field(None, ge=1)
     """Load at most this many training examples (None: all)."""
-    workers: int = Field(1, ge=1)
-    """Env worker processes per split (env code never runs in the orchestrator's process)."""
 
 
-class EvalSettings(Strict):
-    """`[orchestrator.eval]`: periodic evaluation on the env's eval split, stored as the run's eval rollouts."""
+class PeriodicEvalConfig(Strict):
+    """`[orchestrator.eval]`: evaluation on the eval split during `looprl rl` (not `looprl eval`'s
+    `EvalRunConfig`)."""
 
     interval: int = Field(0, ge=0)
     """Evaluate at steps 1, 1+N, 1+2N, ... (step 1: the initial model) and after the last step (0: only after
@@ -98,7 +89,7 @@ class OrchestratorConfig(Strict):
     """Most tokens in one rollout's context (prompt + completions); None: the model's limit."""
     timeout_s: float | None = Field(None, gt=0)
     """Seconds a rollout may take before it ends as `timeout`."""
-    eval: EvalSettings = Field(default_factory=EvalSettings)
+    eval: PeriodicEvalConfig = Field(default_factory=PeriodicEvalConfig)
     """Periodic evaluation on the eval split."""
 
     @model_validator(mode="after")

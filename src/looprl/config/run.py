@@ -23,10 +23,11 @@ from pydantic import Field, model_validator
 
 from looprl.config.base import Strict
 from looprl.config.deployment import DeploymentConfig, SlurmConfig
+from looprl.config.env_runtime import EnvRuntimeConfig, EnvSource, LogLevel, LogLimits
 from looprl.config.loading import load_config
 from looprl.config.orchestrator import EnvConfig, OrchestratorConfig
 from looprl.config.trainer import TrainerConfig
-from looprl.models import DEFAULT_MODEL
+from looprl.model_loading import DEFAULT_MODEL
 from looprl.paths import config_path
 
 
@@ -80,10 +81,12 @@ class InferenceConfig(Strict):
 class LogConfig(Strict):
     """`[log]`: the process logs under `{output_dir}/logs/`."""
 
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    level: LogLevel = "INFO"
     """Level of the process logs (and of env log records captured per rollout)."""
     json_logging: bool = False
     """Write the process logs as JSON lines instead of text."""
+    env_limits: LogLimits = Field(default_factory=LogLimits)
+    """Per-rollout bounds on captured env log records (`[log.env_limits] max_records = ...`)."""
 
 
 class RLConfig(Strict):
@@ -134,6 +137,11 @@ class RLConfig(Strict):
             orchestrator = orchestrator.model_copy(update={"max_off_policy_steps": 0 if gpus == 0 else 1})
         inference = inference.model_copy(update={"dtype": engine_dtype(inference.dtype, gpus > 0)})
         return self.model_copy(update={"orchestrator": orchestrator, "inference": inference})
+
+    def env_runtime(self) -> EnvRuntimeConfig:
+        """How the run's env servers run env code: `[env]` with `[log]`'s level, format and env limits."""
+        return EnvRuntimeConfig(**self.env.model_dump(include=set(EnvSource.model_fields)), level=self.log.level,
+                                json_logging=self.log.json_logging, log_limits=self.log.env_limits)
 
     def to_toml_dict(self) -> dict[str, Any]:
         """The resolved config as TOML-writable data (None values left out: TOML has no null)."""

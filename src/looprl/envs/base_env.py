@@ -4,8 +4,8 @@
 `rollout_context` hook, run the chat/tool loop, score with `compute_reward`; once every sibling is
 scored, `compute_group_rewards` adds group-relative components; then each `rollout_context` exits.
 Every failure settles only its own rollout (or, for the group hook, its group) with a termination
-reason and an error text; siblings are never cancelled or changed. `_score_waiting` runs the group
-hook alone, on rollouts whose worker died while they waited for it (`looprl.envserver.server`).
+reason and an error text; siblings are never cancelled or changed. The runtime runs the scoring steps
+alone through `looprl.envs.runtime_api` (re-scoring, and rollouts whose worker died).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import openai
 from looprl.envs._chat_loop import ModelError, ToolError, run_chat_loop
 from looprl.envs._deadlines import deadline
 from looprl.envs._model_client import model_client
-from looprl.envs._progress import report, report_group_hook_started
+from looprl.envs._progress import report, report_context_exit, report_group_hook_started
 from looprl.envs._rewards_check import InvalidReward, check_reward_dict
 from looprl.envs.dataset import Dataset
 from looprl.envs.environment import Environment
@@ -125,7 +125,9 @@ class BaseEnv(Environment):
                     if reached == len(pending):
                         scored.set()
                     await group_scored.wait()  # keep rollout_context open until group rewards are in
+                    report_context_exit(r.rollout_id, done=False)
                     await self._exit_context(r, stack, request)
+                    report_context_exit(r.rollout_id, done=True)
 
         async def group() -> None:
             await scored.wait()
@@ -223,17 +225,6 @@ class BaseEnv(Environment):
                     r.rewards = {**r.rewards, **check_reward_dict(result[r.rollout_id], "compute_group_rewards")}
                 except InvalidReward as e:
                     r.fail("reward_error", str(e))
-
-    async def _score_waiting(self, request: GroupRequest, results: list[RolloutResult]) -> list[RolloutResult]:
-        """`compute_group_rewards` on rollouts that were done and waited for it (their results: transcripts,
-        `compute_reward` components), without their `rollout_context`s; as `_score_group` scores them."""
-        rollouts = [BaseRollout(rollout_id=r.rollout_id, group_id=r.group_id, example=request.example, split=r.split,
-                                messages=[dict(m) for m in r.messages], turns=r.turns, tool_calls=r.tool_calls,
-                                termination_reason=r.termination_reason, rewards=dict(r.rewards),
-                                started_at=r.started_at, finished_at=r.finished_at)
-                    for r in results]
-        await self._score_group(rollouts, request)
-        return [self._result(r, request) for r in rollouts]
 
     def _result(self, r: BaseRollout, request: GroupRequest) -> RolloutResult:
         return RolloutResult(

@@ -4,7 +4,7 @@ The runtime opens a buffer per running rollout (`open_capture`) and installs `Ro
 the root logger; the handler copies each record into the buffers of the rollouts the record is
 attributed to (`looprl.envs.logging`, the context variables env code's helpers narrow).
 
-Capture is bounded per rollout (`LogLimits`): records past `max_records` are dropped and counted,
+Capture is bounded per rollout (`looprl.config.LogLimits`): records past `max_records` are dropped and counted,
 messages longer than `max_message_chars` are cut and counted. Appending to a buffer never blocks.
 A buffer with a `sink` (the env worker's) hands each kept record on as it is emitted instead of
 keeping it, so the records of a rollout outlive a worker that dies mid-rollout.
@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from looprl.config.env_runtime import LogLimits
 from looprl.envs.logging import current_rollout_ids
 from looprl.envs.types import LogRecordData
 from looprl.utils.logger import record_message
@@ -28,15 +29,6 @@ from looprl.utils.logger import record_message
 NOISY_LOGGERS = ("httpx", "httpcore", "openai", "urllib3", "asyncio", "filelock", "hpack", "multipart",
                  "transformers", "datasets", "fsspec", "uvicorn", "aiosqlite", "PIL", "matplotlib")
 """Third-party loggers kept at WARNING in env processes unless the user asks for them."""
-
-
-@dataclass(frozen=True)
-class LogLimits:
-    """Per-rollout bounds on captured logs."""
-
-    max_records: int = 1000
-    max_message_chars: int = 4000
-    max_exception_chars: int = 20000
 
 
 RecordSink = Callable[[str, LogRecordData], None]

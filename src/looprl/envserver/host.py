@@ -2,10 +2,11 @@
 
 It implements what `looprl.session.groups.EnvHost` asks of wherever env code runs (`start` / `create_dataset` /
 `submit_group` / `aclose`; the tests' in-process stand-in is `tests/support/thread_host.py`).
-It takes the env as a spec string (workers load it themselves) and writes the env logs of the run
+It takes the env runtime config whole (workers load the env from its spec themselves) and writes the env logs of the run
 directory: `logs/envs/{split}/{env_name}/env_server.log` and `env_worker_{id}.log`.
 
-    host = EnvServerHost("examples/arithmetic/env.py:ArithmeticEnv", run_dir, splits=("train", "eval"), workers=4)
+    runtime = EnvRuntimeConfig(source="examples/arithmetic/env.py:ArithmeticEnv", workers=4)
+    host = EnvServerHost(runtime, run_dir, splits=("train", "eval"))
     await host.start()
     dataset = await host.create_dataset("train", base_dir, max_examples=None)
     results = await host.submit_group(request)   # routed to the server of request.split
@@ -17,25 +18,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from looprl.config.env_runtime import EnvRuntimeConfig
 from looprl.envs.dataset import Dataset
 from looprl.envs.types import DatasetSplit, GroupRequest, RolloutResult
-from looprl.envserver.capture import LogLimits
 from looprl.envserver.server import EnvServer
 from looprl.errors import UserError
 
 
 class EnvServerHost:
-    def __init__(self, env: str, run_dir: Path, *, env_args: dict[str, Any] | None = None,
-                 splits: Sequence[DatasetSplit] = ("train", "eval"), workers: int = 1, env_level: str = "INFO",
-                 log_limits: LogLimits | None = None, json_logging: bool = False,
-                 timeout_grace_s: float = 5.0) -> None:
-        self.servers: dict[str, EnvServer] = {
-            split: EnvServer(env, split, run_dir, env_args=env_args, workers=workers,
-                             env_level=env_level, log_limits=log_limits, json_logging=json_logging,
-                             timeout_grace_s=timeout_grace_s)
-            for split in dict.fromkeys(splits)}
+    def __init__(self, runtime: EnvRuntimeConfig, run_dir: Path, *,
+                 splits: Sequence[DatasetSplit] = ("train", "eval")) -> None:
+        self.servers: dict[str, EnvServer] = {split: EnvServer(runtime, split, run_dir)
+                                              for split in dict.fromkeys(splits)}
 
     def _server(self, split: str) -> EnvServer:
         server = self.servers.get(split)

@@ -7,7 +7,8 @@ request they answer by `id`. Closing the worker's stdin asks it to close the env
 
 While a group runs, the worker streams what must survive its death, in order, before `GroupDone`:
 each captured log record (`RolloutLog`) as it is emitted, and each rollout as soon as it is settled
-(`RolloutSettled`), and when `compute_group_rewards` starts (`GroupHookStarted`). `WorkerBlocked`
+(`RolloutSettled`), when each `rollout_context` exit starts and completes (`ContextExit`), and when
+`compute_group_rewards` starts (`GroupHookStarted`). `WorkerBlocked`
 says env code holds the worker's event loop past a timeout. `ScoreGroup` asks a worker to run only
 `compute_group_rewards`, for rollouts that waited for it on a worker that died before it started.
 """
@@ -15,12 +16,12 @@ says env code holds the worker's event loop past a timeout. `ScoreGroup` asks a 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+from looprl.config.env_runtime import EnvRuntimeConfig
 from looprl.envs.types import DatasetSplit, Example, GroupRequest, LogRecordData, RolloutResult
-from looprl.envserver.capture import LogLimits
 
 MAX_LINE_BYTES = 1 << 30
 """Largest message (a group's transcripts and log records travel as one line)."""
@@ -30,13 +31,10 @@ class WorkerConfig(BaseModel):
     """What a worker needs to start; produced by the server, consumed by the worker (argv[1])."""
 
     worker_id: int
-    env: str
-    """The env spec, `path/to/file.py:Class` or `package.module:Class`."""
-    env_args: dict[str, Any] = Field(default_factory=dict)
-    env_level: str = "INFO"
-    """Verbosity of env code: the level of records captured per rollout and written to the worker log."""
-    log_limits: LogLimits = Field(default_factory=LogLimits)
-    json_logging: bool = False
+    runtime: EnvRuntimeConfig
+    """The env (`runtime.source`, `path/to/file.py:Class` or `package.module:Class`), its constructor's args,
+    the level of env code's records (captured per rollout and written to the worker log), their limits and
+    the log format."""
 
 
 class WorkerReady(BaseModel):
@@ -118,6 +116,17 @@ class RolloutSettled(BaseModel):
     group_pending: bool = False
 
 
+class ContextExit(BaseModel):
+    """Worker -> server: the `rollout_context` exit of a rollout of group `id` starts (`done` False, sent
+    before it runs) or has completed (`done` True). A worker that dies between the two fails that rollout,
+    whatever it had scored (`looprl.envserver.settlement`)."""
+
+    kind: Literal["context_exit"] = "context_exit"
+    id: str
+    rollout_id: str
+    done: bool
+
+
 class GroupHookStarted(BaseModel):
     """Worker -> server: `compute_group_rewards` of group `id` starts (sent before it runs). A worker that
     dies after this is not asked to score the group's waiting rollouts elsewhere: the hook may be what
@@ -149,7 +158,7 @@ class GroupDone(BaseModel):
 
 ToWorker = Annotated[CreateDataset | RunGroup | ScoreGroup, Field(discriminator="kind")]
 FromWorker = Annotated[WorkerReady | WorkerFailed | DatasetReady | RequestFailed | RolloutLog | RolloutSettled
-                       | GroupHookStarted | WorkerBlocked | GroupDone, Field(discriminator="kind")]
+                       | ContextExit | GroupHookStarted | WorkerBlocked | GroupDone, Field(discriminator="kind")]
 _to_worker: TypeAdapter[ToWorker] = TypeAdapter(ToWorker)
 _from_worker: TypeAdapter[FromWorker] = TypeAdapter(FromWorker)
 

@@ -20,10 +20,10 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from looprl.envs._progress import Reporter, reporting_to
 from looprl.envs.base_env import BaseEnv
 from looprl.envs.environment import Environment
 from looprl.envs.logging import attribute_group
+from looprl.envs.runtime_api import Reporter, reporting_to, score_waiting
 from looprl.envs.types import GroupRequest, RolloutResult
 from looprl.envserver.capture import LogBuffer, LogLimits, RecordSink, close_capture, failure_record, open_capture
 
@@ -88,5 +88,5 @@ async def score_waiting_captured(env: BaseEnv, request: GroupRequest, waiting: l
     """`compute_group_rewards` on `waiting` (the rollouts of `request`, done and unscored by the group hook),
     with per-rollout log capture; a failing hook fails them as it would in `run_group`."""
     with _captured(request.rollout_ids, limits, sink) as buffers, reporting_to(reporter):
-        results = await env._score_waiting(request, waiting)
+        results = await score_waiting(env, request, waiting)
         return _with_logs({r.rollout_id: r for r in results}, buffers)

@@ -11,18 +11,15 @@ bad environment cannot hang or kill the run:
   worker is killed and respawned;
 - a group still running `3 * timeout_s + timeout_grace_s` after it was sent (its rollouts, then
   `compute_group_rewards`, then each `rollout_context` exit get `timeout_s` inside the worker) is
-  stuck where the watchdog cannot see (a C call that holds the GIL): its unsettled rollouts end as
-  `timeout` and the worker is killed and respawned.
+  stuck where the watchdog cannot see (a C call that holds the GIL): its rollouts that are not done
+  end as `timeout` and the worker is killed and respawned.
 
 What a worker streams while a group runs survives its death: every log record, each rollout that
-was already settled (`RolloutSettled`), and whether `compute_group_rewards` had started
-(`GroupHookStarted`). When the worker dies, a settled rollout keeps its result. Rollouts that were
-done but still waited for `compute_group_rewards` are scored by it on a live worker (`ScoreGroup`,
-the group's failed rollouts left out, as always) when it had not started; when it had, it may be
-what killed the worker, so it is not run again and they end as `env_worker_died` (`timeout` when
-it blocked). A worker that dies while it scores them ends them the same way, once. Every rollout
-keeps its transcript and records, and each failure adds a `failure_record` saying what ended it (the
-exit status or signal, the stuck stack).
+was already settled (`RolloutSettled`), when each `rollout_context` exit starts and completes
+(`ContextExit`), and whether `compute_group_rewards` had started (`GroupHookStarted`). What each
+rollout then gets is `looprl.envserver.settlement`'s rule (a fault inside a `rollout_context` exit,
+whatever it is, fails that rollout); what the server tracks per worker and request is
+`looprl.envserver.worker_slot`. This module dispatches requests and runs, kills and respawns workers.
 
 Logs: `env_server.log` (this server: worker starts, deaths, overdue groups) and, written by each
 worker, `env_worker_{id}.log`, both in the env's log directory of the run
@@ -32,21 +29,19 @@ worker, `env_worker_{id}.log`, both in the env's log directory of the run
 from __future__ import annotations
 
 import asyncio
-import logging
-import signal
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from pydantic import BaseModel
 
-from looprl.envs.types import DatasetSplit, Example, GroupRequest, LogRecordData, RolloutResult
-from looprl.envserver.capture import LogLimits, failure_record
+from looprl.config.env_runtime import EnvRuntimeConfig
+from looprl.envs.types import DatasetSplit, Example, GroupRequest, RolloutResult
 from looprl.envserver.loading import env_name
 from looprl.envserver.protocol import (
     MAX_LINE_BYTES,
+    ContextExit,
     CreateDataset,
     DatasetReady,
     GroupDone,
@@ -64,6 +59,15 @@ from looprl.envserver.protocol import (
     encode,
 )
 from looprl.envserver.runtime import failed_results
+from looprl.envserver.settlement import (
+    blocked_timeouts,
+    death_error,
+    describe_exit,
+    overdue_timeouts,
+    salvage,
+    scored_elsewhere,
+)
+from looprl.envserver.worker_slot import PendingRequest, WorkerSlot
 from looprl.errors import UserError
 from looprl.paths import env_server_log_path, env_worker_log_path
 from looprl.utils.logger import make_logger
@@ -72,58 +76,12 @@ STOP_TIMEOUT_S = 10.0
 WORKER_MAIN = "import sys; from looprl.envserver.worker import main; sys.exit(main(sys.argv))"
 
 
-@dataclass
-class _Pending:
-    future: asyncio.Future[Any]
-    request: GroupRequest | None = None
-    deadline: asyncio.TimerHandle | None = None
-    started: float = field(default_factory=time.time)
-    logs: dict[str, list[LogRecordData]] = field(default_factory=dict)
-    """The records streamed so far, per rollout."""
-    settled: dict[str, RolloutSettled] = field(default_factory=dict)
-    """The latest report of each rollout settled before its group returned."""
-    group_hook_started: bool = False
-    rescoring: bool = False
-    """A `ScoreGroup`: if its worker dies, its rollouts are not sent to another one again."""
-
-
-@dataclass
-class _Slot:
-    """One worker id: the current process behind it and what it has in flight."""
-
-    worker_id: int
-    ready: asyncio.Future[None]
-    proc: asyncio.subprocess.Process | None = None
-    pending: dict[str, _Pending] = field(default_factory=dict)
-    rollouts: dict[str, _Pending] = field(default_factory=dict)
-    """The pending group of each rollout in flight."""
-    timed_out: dict[str, str] = field(default_factory=dict)
-    """Rollouts ended as `timeout` because their code did not yield, with the error; the worker is being killed."""
-    killed_for: str | None = None
-    task: asyncio.Task[None] | None = None
-
-
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit status {code}"
-
-
 class EnvServer:
-    def __init__(self, env: str, split: DatasetSplit, run_dir: Path, *, env_args: dict[str, Any] | None = None,
-                 workers: int = 1, env_level: str = "INFO", log_limits: LogLimits | None = None,
-                 json_logging: bool = False, timeout_grace_s: float = 5.0) -> None:
-        if workers < 1:
-            raise UserError(f"an env server needs at least one worker, got {workers}")
-        self.env, self.split, self.run_dir, self.env_name = env, split, Path(run_dir), env_name(env)
-        self.timeout_grace_s = timeout_grace_s
-        self._config = WorkerConfig(worker_id=0, env=env, env_args=env_args or {}, env_level=env_level,
-                                    log_limits=log_limits or LogLimits(), json_logging=json_logging)
-        self._workers = workers
-        self._slots: list[_Slot] = []
+    def __init__(self, runtime: EnvRuntimeConfig, split: DatasetSplit, run_dir: Path) -> None:
+        self.runtime, self.split, self.run_dir = runtime, split, Path(run_dir)
+        self.env, self.env_name = runtime.source, env_name(runtime.source)
+        self._config = WorkerConfig(worker_id=0, runtime=runtime)
+        self._slots: list[WorkerSlot] = []
         self._closing = False
         self._requests = 0
         self._scoring: set[asyncio.Task[None]] = set()
@@ -131,16 +89,16 @@ class EnvServer:
         log_path = env_server_log_path(self.run_dir, split, self.env_name)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file: TextIO = log_path.open("a", buffering=1, encoding="utf-8")
-        self.log = make_logger(env_level, json_logging, sink=self._log_file, process="env_server")
+        self.log = make_logger(runtime.level, runtime.json_logging, sink=self._log_file, process="env_server")
 
     def worker_log_path(self, worker_id: int) -> Path:
         return env_worker_log_path(self.run_dir, self.split, self.env_name, worker_id)
 
     async def start(self) -> None:
         """Start the workers; raise `UserError` if the env cannot be loaded."""
-        self.log.info("env server for {} ({} split): starting {} workers", self.env, self.split, self._workers)
+        self.log.info("env server for {} ({} split): starting {} workers", self.env, self.split, self.runtime.workers)
         loop = asyncio.get_running_loop()
-        self._slots = [_Slot(i, loop.create_future()) for i in range(self._workers)]
+        self._slots = [WorkerSlot(i, loop.create_future()) for i in range(self.runtime.workers)]
         for slot in self._slots:
             slot.task = asyncio.create_task(self._run_worker(slot))
         results = await asyncio.gather(*(asyncio.shield(s.ready) for s in self._slots), return_exceptions=True)
@@ -149,7 +107,7 @@ class EnvServer:
             await self.aclose()
             raise UserError(f"env workers for {self.env} failed to start: {errors[0]}")
 
-    async def _run_worker(self, slot: _Slot) -> None:
+    async def _run_worker(self, slot: WorkerSlot) -> None:
         """Run one worker process to its end, then respawn it unless the server is closing."""
         config = self._config.model_copy(update={"worker_id": slot.worker_id}).model_dump_json()
         with self.worker_log_path(slot.worker_id).open("ab") as log_file:
@@ -166,7 +124,7 @@ class EnvServer:
         code = await slot.proc.wait()
         self._on_exit(slot, code)
 
-    def _receive(self, slot: _Slot, message: BaseModel) -> None:
+    def _receive(self, slot: WorkerSlot, message: BaseModel) -> None:
         if isinstance(message, RolloutLog):
             owner = slot.rollouts.get(message.rollout_id)
             if owner is not None:
@@ -174,6 +132,13 @@ class EnvServer:
         elif isinstance(message, RolloutSettled):
             if (owner := slot.pending.get(message.id)) is not None:
                 owner.settled[message.result.rollout_id] = message
+        elif isinstance(message, ContextExit):
+            if (owner := slot.pending.get(message.id)) is not None:
+                if message.done:
+                    owner.exiting.discard(message.rollout_id)
+                    owner.exited.add(message.rollout_id)
+                else:
+                    owner.exiting.add(message.rollout_id)
         elif isinstance(message, GroupHookStarted):
             if (owner := slot.pending.get(message.id)) is not None:
                 owner.group_hook_started = True
@@ -202,11 +167,11 @@ class EnvServer:
                 error_type = UserError if message.user_error else RuntimeError
                 pending.future.set_exception(error_type(f"create_dataset({self.split!r}) failed: {message.error}"))
 
-    def _on_exit(self, slot: _Slot, code: int) -> None:
+    def _on_exit(self, slot: WorkerSlot, code: int) -> None:
         was_ready = slot.ready.done() and slot.ready.exception() is None
         if not slot.ready.done():
             slot.ready.set_exception(UserError(
-                f"env worker exited during startup ({_describe_exit(code)}); "
+                f"env worker exited during startup ({describe_exit(code)}); "
                 f"see {self.worker_log_path(slot.worker_id)}"))
         pending, slot.pending = slot.pending, {}
         if self._closing:
@@ -215,11 +180,9 @@ class EnvServer:
             return
         rollouts = sum(len(p.request.rollout_ids) for p in pending.values() if p.request)
         self.log.error("worker {} (pid {}) died: {}; {} groups ({} rollouts) were in flight",
-                       slot.worker_id, slot.proc.pid if slot.proc else "?", _describe_exit(code), len(pending),
+                       slot.worker_id, slot.proc.pid if slot.proc else "?", describe_exit(code), len(pending),
                        rollouts)
-        cause = f" because {slot.killed_for}" if slot.killed_for else " while the rollout ran"
-        error = (f"env worker {slot.worker_id} died ({_describe_exit(code)}){cause}; "
-                 f"see {self.worker_log_path(slot.worker_id)}")
+        error = death_error(slot, code, self.worker_log_path(slot.worker_id))
         for p in pending.values():
             if p.deadline is not None:
                 p.deadline.cancel()
@@ -232,9 +195,9 @@ class EnvServer:
         if was_ready and self._slots[slot.worker_id] is slot:  # not already replaced by `_overdue`
             self._respawn(slot)
 
-    def _settle(self, slot: _Slot, p: _Pending, request: GroupRequest, error: str) -> None:
+    def _settle(self, slot: WorkerSlot, p: PendingRequest, request: GroupRequest, error: str) -> None:
         """Settle a dead worker's group: now, or once its waiting rollouts are scored on another worker."""
-        results, waiting = self._salvage(slot, p, request, error)
+        results, waiting = salvage(p, request, slot.timed_out, error)
         if not waiting:
             p.future.set_result(results)
             return
@@ -242,35 +205,7 @@ class EnvServer:
         self._scoring.add(task)
         task.add_done_callback(self._scoring.discard)
 
-    @staticmethod
-    def _salvage(slot: _Slot, p: _Pending, request: GroupRequest,
-                 error: str) -> tuple[list[RolloutResult], list[RolloutResult]]:
-        """A dead worker's group: what each rollout had settled, its streamed records, what ended it; and
-        the reports of those that waited for `compute_group_rewards`, when another worker may run it."""
-        out, waiting = [], []
-        for result in failed_results(request, "env_worker_died", error, p.started):
-            rid, report = result.rollout_id, p.settled.get(result.rollout_id)
-            logs = p.logs.get(rid, [])
-            if rid in slot.timed_out:
-                result = (report.result if report else result).model_copy(update={
-                    "termination_reason": "timeout", "rewards": {}, "error": slot.timed_out[rid]})
-            elif report is not None and not report.group_pending:
-                out.append(report.result.model_copy(update={"logs": [*logs, failure_record(
-                    "", f"{error} (after this rollout was settled: it keeps its result, but its rollout_context "
-                        "may not have exited)", level=logging.WARNING)]}))
-                continue
-            elif report is not None:
-                if not (p.group_hook_started or p.rescoring):
-                    waiting.append(report.result)
-                why = (f"compute_group_rewards was running when {error}; it is not run again" if p.group_hook_started
-                       else f"compute_group_rewards could not run: {error}")
-                result = report.result.model_copy(update={"termination_reason": "env_worker_died", "rewards": {},
-                                                          "error": why})
-            out.append(result.model_copy(update={
-                "logs": [*logs, failure_record(result.termination_reason, result.error)]}))
-        return out, waiting
-
-    async def _score_elsewhere(self, p: _Pending, request: GroupRequest, results: list[RolloutResult],
+    async def _score_elsewhere(self, p: PendingRequest, request: GroupRequest, results: list[RolloutResult],
                                waiting: list[RolloutResult], error: str) -> None:
         """`compute_group_rewards` on a live worker for `waiting`, then settle the group; without a live
         worker they keep their `results` (`compute_group_rewards could not run`)."""
@@ -287,37 +222,15 @@ class EnvServer:
         except asyncio.CancelledError:
             p.future.cancel()
             raise
-        notice = failure_record("", f"{error}, before compute_group_rewards started: it ran on a live env worker "
-                                    "(this rollout's rollout_context may not have exited)", level=logging.WARNING)
-        by_id = {r.rollout_id: r for r in scored}
         if not p.future.done():
-            p.future.set_result([
-                by_id[r.rollout_id].model_copy(update={"logs": [*p.logs.get(r.rollout_id, []), notice,
-                                                                *by_id[r.rollout_id].logs]})
-                if r.rollout_id in by_id else r for r in results])
+            p.future.set_result(scored_elsewhere(p, results, scored, error))
 
-    def _blocked(self, slot: _Slot, message: WorkerBlocked) -> None:
+    def _blocked(self, slot: WorkerSlot, message: WorkerBlocked) -> None:
         """The worker's watchdog caught env code holding its event loop: end those rollouts, kill it."""
-        timeouts = {p.request.timeout_s for rid in message.rollout_ids  # the watchdog watches only timed rollouts
-                    if (p := slot.rollouts.get(rid)) is not None and p.request is not None
-                    and p.request.timeout_s is not None}
-        error = (f"rollout exceeded its {', '.join(map(str, sorted(timeouts)))} s timeout in blocking code: env code "
-                 f"held env worker {slot.worker_id}'s event loop for {message.blocked_s:.1f} s, and the worker was "
-                 f"restarted. Stuck at (most recent call last):\n{message.stack}")
-        timed_out = dict.fromkeys(message.rollout_ids, error)
-        now = time.time()
-        for p in slot.pending.values():  # rollouts stuck behind the blocked ones, past their own timeout
-            request = p.request
-            if request is None or request.timeout_s is None or now < p.started + request.timeout_s:
-                continue
-            for rid in request.rollout_ids:
-                if rid not in timed_out and rid not in p.settled:
-                    timed_out[rid] = (f"rollout exceeded its {request.timeout_s} s timeout while rollouts "
-                                      f"{', '.join(message.rollout_ids)} blocked env worker {slot.worker_id}'s "
-                                      f"event loop (see their errors); the worker was restarted")
-        self._kill(slot, timed_out, f"rollouts {', '.join(message.rollout_ids)} blocked its event loop")
+        self._kill(slot, blocked_timeouts(slot, message), f"rollouts {', '.join(message.rollout_ids)} blocked its "
+                                                          "event loop")
 
-    def _kill(self, slot: _Slot, timed_out: dict[str, str], why: str) -> None:
+    def _kill(self, slot: WorkerSlot, timed_out: dict[str, str], why: str) -> None:
         """Kill a worker stuck in env code; `_on_exit` settles its groups, `timed_out` rollouts as `timeout`."""
         self.log.bind(rollout=",".join(timed_out)).error("killing worker {}: {}", slot.worker_id, why)
         slot.timed_out.update(timed_out)
@@ -327,19 +240,19 @@ class EnvServer:
         if self._slots[slot.worker_id] is slot:
             self._respawn(slot)  # now, so that no new group goes to the killed worker
 
-    def _respawn(self, slot: _Slot) -> None:
+    def _respawn(self, slot: WorkerSlot) -> None:
         self.log.info("respawning worker {}", slot.worker_id)
-        fresh = _Slot(slot.worker_id, asyncio.get_running_loop().create_future())
+        fresh = WorkerSlot(slot.worker_id, asyncio.get_running_loop().create_future())
         self._slots[slot.worker_id] = fresh
         fresh.task = asyncio.create_task(self._run_worker(fresh))
 
-    def _pick(self) -> _Slot:
+    def _pick(self) -> WorkerSlot:
         return min(self._slots, key=lambda s: (s.ready.done() and s.ready.exception() is not None, len(s.pending)))
 
     async def _request(self, message: CreateDataset | RunGroup | ScoreGroup, request: GroupRequest | None) -> Any:
         """Send a message to a worker and wait for its answer (or for the worker's death)."""
         slot = self._pick()
-        pending = _Pending(asyncio.get_running_loop().create_future(), request)
+        pending = PendingRequest(asyncio.get_running_loop().create_future(), request)
         if isinstance(message, ScoreGroup):  # its rollouts are done, and wait for the group hook here
             pending.rescoring = True
             pending.settled = {r.rollout_id: RolloutSettled(id=message.id, result=r, group_pending=True)
@@ -353,7 +266,7 @@ class EnvServer:
             raise
         if request is not None and request.timeout_s is not None:
             pending.deadline = asyncio.get_running_loop().call_later(
-                3 * request.timeout_s + self.timeout_grace_s, self._overdue, slot, message.id)
+                3 * request.timeout_s + self.runtime.timeout_grace_s, self._overdue, slot, message.id)
         assert slot.proc is not None and slot.proc.stdin is not None
         try:
             slot.proc.stdin.write(encode(message))
@@ -367,16 +280,12 @@ class EnvServer:
             for rid in request.rollout_ids if request else ():
                 slot.rollouts.pop(rid, None)
 
-    def _overdue(self, slot: _Slot, message_id: str) -> None:
+    def _overdue(self, slot: WorkerSlot, message_id: str) -> None:
         pending = slot.pending.get(message_id)
         if pending is None or pending.request is None or pending.future.done():
             return
         request = pending.request
-        unsettled = [rid for rid in request.rollout_ids if rid not in pending.settled
-                     or (pending.settled[rid].group_pending and pending.group_hook_started)]
-        error = (f"rollout exceeded its {request.timeout_s} s timeout and env code did not yield "
-                 f"(a blocking call?); env worker {slot.worker_id} was restarted")
-        self._kill(slot, dict.fromkeys(unsettled, error),
+        self._kill(slot, overdue_timeouts(slot, pending, request),
                    f"group {request.group_id} is past its deadline ({request.timeout_s} s timeout per step) "
                    f"and does not yield")
 

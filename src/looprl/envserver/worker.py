@@ -33,15 +33,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from looprl.envs._model_client import aclose_pool, warm_up
 from looprl.envs.base_env import BaseEnv
 from looprl.envs.environment import Environment
 from looprl.envs.logging import current_rollout_ids
+from looprl.envs.runtime_api import aclose_pool, warm_up
 from looprl.envs.types import GroupRequest, LogRecordData, RolloutResult
 from looprl.envserver.capture import install_capture
 from looprl.envserver.loading import instantiate, load_env_class
 from looprl.envserver.protocol import (
     MAX_LINE_BYTES,
+    ContextExit,
     CreateDataset,
     DatasetReady,
     GroupDone,
@@ -107,6 +108,9 @@ class GroupReporter:
     def settled(self, result: RolloutResult, group_pending: bool) -> None:
         self.channel.send(RolloutSettled(id=self.group_id, result=result, group_pending=group_pending))
 
+    def context_exit(self, rollout_id: str, done: bool) -> None:
+        self.channel.send(ContextExit(id=self.group_id, rollout_id=rollout_id, done=done))
+
     def group_hook_started(self) -> None:
         self.channel.send(GroupHookStarted(id=self.group_id))
 
@@ -133,13 +137,13 @@ class Worker:
     async def handle(self, message: CreateDataset | RunGroup | ScoreGroup) -> None:
         if isinstance(message, RunGroup):
             await self.run(message.id, message.request, "group", lambda: run_group_captured(
-                self.env, message.request, self.cfg.log_limits, sink=self.send_record,
+                self.env, message.request, self.cfg.runtime.log_limits, sink=self.send_record,
                 reporter=GroupReporter(self.channel, message.id)))
         elif isinstance(message, ScoreGroup):
             env = self.env
             assert isinstance(env, BaseEnv)  # only BaseEnv reports rollouts waiting for its group hook
             await self.run(message.id, message.request, "re-scoring of group", lambda: score_waiting_captured(
-                env, message.request, message.rollouts, self.cfg.log_limits, sink=self.send_record,
+                env, message.request, message.rollouts, self.cfg.runtime.log_limits, sink=self.send_record,
                 reporter=GroupReporter(self.channel, message.id)))
         else:
             await self.create_dataset(message)
@@ -186,10 +190,10 @@ async def serve(cfg: WorkerConfig, in_fd: int, out_fd: int) -> int:
     reader, channel = await _reader(in_fd), Channel(out_fd)
     log = get_logger()
     try:
-        env = instantiate(load_env_class(cfg.env), cfg.env_args)
+        env = instantiate(load_env_class(cfg.runtime.source), cfg.runtime.args)
     except Exception as e:
         error = str(e) if isinstance(e, UserError) else "".join(traceback.format_exception(e))
-        log.error("cannot load {}: {}", cfg.env, error)
+        log.error("cannot load {}: {}", cfg.runtime.source, error)
         channel.send(WorkerFailed(error=error))
         return 1
     await warm_up()
@@ -197,7 +201,7 @@ async def serve(cfg: WorkerConfig, in_fd: int, out_fd: int) -> int:
     watchdog = Watchdog(worker.timeouts, worker.send_blocked)
     watchdog.start(asyncio.get_running_loop())
     worker.send(WorkerReady(pid=os.getpid()))
-    log.info("env worker {} ready: {} (pid {})", cfg.worker_id, cfg.env, os.getpid())
+    log.info("env worker {} ready: {} (pid {})", cfg.worker_id, cfg.runtime.source, os.getpid())
     tasks: set[asyncio.Task[None]] = set()
     while line := await reader.readline():
         try:
@@ -223,9 +227,9 @@ async def serve(cfg: WorkerConfig, in_fd: int, out_fd: int) -> int:
 def main(argv: list[str]) -> int:
     cfg = WorkerConfig.model_validate_json(argv[1])
     in_fd, out_fd = _take_protocol_pipes()
-    setup_logger(cfg.env_level, cfg.json_logging, sink=sys.stderr, process=f"env_worker_{cfg.worker_id}",
+    setup_logger(cfg.runtime.level, cfg.runtime.json_logging, sink=sys.stderr, process=f"env_worker_{cfg.worker_id}",
                  patcher=_tag_rollout)
-    install_capture(cfg.env_level)
+    install_capture(cfg.runtime.level)
     capture_std_streams()
     return asyncio.run(serve(cfg, in_fd, out_fd))
 

@@ -24,8 +24,8 @@ is imported here.
 
 from looprl.handoff.batch import MicroBatch, Segment, Tree, row_segments, sample_owner, sample_segments
 from looprl.handoff.files import await_model, read_model, wait_model, write_model
-from looprl.handoff.step_dirs import STABLE, is_stable, latest_checkpoint, mark_stable, newest_broadcast, step_dirs
-from looprl.handoff.steps import TrainBatch, TrainerReport
+from looprl.handoff.step_messages import TrainBatch, TrainerReport
+from looprl.handoff.weight_dirs import STABLE, is_stable, latest_checkpoint, mark_stable, newest_broadcast, step_dirs
 
 __all__ = [
     "STABLE",

@@ -43,7 +43,7 @@ def engine_process(cfg: InferenceConfig, model: str, log_path: Path | None = Non
                              extra_args=["--max-batch-size", str(cfg.max_batch_size), "--dtype", cfg.dtype,
                                          *(log_args or [])])
     from looprl.inference.vllm.launch import VllmProcess, vllm_python
-    from looprl.models import resolve_model
+    from looprl.model_loading import resolve_model
 
     dtype = cfg.dtype if cfg.dtype != "auto" else engine_dtype("auto", _cuda_available())
     return VllmProcess(str(resolve_model(model)), python=vllm_python(cfg.vllm_python), served_model_name=model,

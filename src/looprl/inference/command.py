@@ -12,7 +12,7 @@ import argparse
 import os
 
 from looprl.config.deployment import MEMORY_FRACTION_ENV
-from looprl.models import DEFAULT_MODEL
+from looprl.model_loading import DEFAULT_MODEL
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from looprl.config import engine_dtype
-    from looprl.models import load_model_and_tokenizer, resolve_model
+    from looprl.model_loading import load_model_and_tokenizer, resolve_model
     from looprl.utils.logger import setup_logger
 
     if args.backend == "vllm":

@@ -28,7 +28,7 @@ import torch
 
 from looprl.inference.batch import DecodeBatch, prefill
 from looprl.inference.token_sampling import LogprobsMode, SamplingParams, sample
-from looprl.inference.weights import WeightUpdate
+from looprl.inference.weight_update import WeightUpdate
 from looprl.utils.logger import get_logger
 
 MAX_PREFILL_TOKENS = 8192  # padded prompt tokens per prefill pass: bounds its activation memory

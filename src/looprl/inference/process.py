@@ -16,7 +16,7 @@ API:
 
 - `EngineProcess(model=DEFAULT_MODEL, log_path=None, port=None, host="127.0.0.1",
   startup_timeout=600.0, extra_args=(), served_model_name=None)`: nothing starts until `start()` /
-  `with` / `async with`. `model` is an alias, local directory or Hub id (see `looprl.models`).
+  `with` / `async with`. `model` is an alias, local directory or Hub id (see `looprl.model_loading`).
   `port=None` picks a free port. `log_path=None` logs to a temporary file (deleted on stop).
   `extra_args` are appended to the `looprl inference` command line (e.g. `["--max-batch-size", "32"]`).
 - `.base_url`: `http://HOST:PORT/v1`, what an OpenAI client takes; `.url`: the server root
@@ -53,7 +53,7 @@ from typing import IO
 import httpx
 
 from looprl.errors import UserError
-from looprl.models import DEFAULT_MODEL
+from looprl.model_loading import DEFAULT_MODEL
 
 LOG_TAIL_LINES = 30
 

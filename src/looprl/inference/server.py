@@ -23,7 +23,7 @@ from looprl.inference import protocol as p
 from looprl.inference.chat import ChatFormatError, parse_tool_calls, render_prompt
 from looprl.inference.engine import Completion, Engine
 from looprl.inference.token_sampling import SamplingParams
-from looprl.inference.weights import WeightsError, load_update
+from looprl.inference.weight_update import WeightsError, load_update
 
 
 class ApiError(Exception):

@@ -11,8 +11,7 @@ from typing import Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from looprl.errors import UserError
-from looprl.inspector.catalog import RunCatalog, RunRef
-from looprl.inspector.models import (
+from looprl.inspector.api_types import (
     RolloutDetail,
     RolloutPage,
     RolloutRow,
@@ -21,6 +20,7 @@ from looprl.inspector.models import (
     SplitStats,
     StepMetrics,
 )
+from looprl.inspector.catalog import RunCatalog, RunRef
 from looprl.store.reader import SORT_COLUMNS, RolloutFilter, RunStoreReader
 from looprl.store.records import RolloutRecord, RunInfo
 
@@ -84,7 +84,7 @@ def get_run(ref: RunRef = Depends(run_ref)) -> RunSummary:
 @router.get("/runs/{run_id}/rollouts", response_model=RolloutPage)
 def list_rollouts(ref: RunRef = Depends(run_ref), f: RolloutFilter = Depends(rollout_filter)) -> RolloutPage:
     with ref.source.reader() as r:
-        records, total = r.list_rollout_rows(ref.run_id, f)
+        records, total = r.list_rollouts(ref.run_id, f, transcripts=False)
     rows = _rows(records)
     components = sorted({c for row in rows for c in [*row.rewards, *row.zero_filled]})
     return RolloutPage(rows=rows, total=total, limit=f.limit, offset=f.offset, components=components)
@@ -96,7 +96,7 @@ def get_rollout(rollout_id: str, ref: RunRef = Depends(run_ref),
     """One rollout in full; `prev_id`/`next_id` follow the list the same filters and sort select."""
     with ref.source.reader() as r:
         record = _rollout(r, ref, rollout_id)
-        siblings = _rows(r.sibling_rows(record.group_id))
+        siblings = _rows(r.siblings(record.group_id, transcripts=False))
         prev_id, next_id = r.neighbours(ref.run_id, rollout_id, f)
     return RolloutDetail(**dict(record), run=ref.id, siblings=siblings, sibling_ids=[s.rollout_id for s in siblings],
                          prev_id=prev_id, next_id=next_id)

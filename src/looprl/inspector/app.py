@@ -14,9 +14,9 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from looprl.inspector import api, explain, pages
+from looprl.inspector import api, pages, rollout_analysis, run_analysis
 from looprl.inspector.catalog import RunCatalog
-from looprl.inspector.explain import HistogramCache
+from looprl.inspector.run_analysis import HistogramCache
 from looprl.inspector.security import SecurityMiddleware
 from looprl.inspector.tokens import TokenDecoder
 
@@ -37,7 +37,8 @@ def create_app(run_dirs: list[Path], token: str | None = None) -> FastAPI:
     app.add_middleware(SecurityMiddleware, token=token)
     app.mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static")
     app.include_router(api.router)
-    app.include_router(explain.router)
+    app.include_router(rollout_analysis.router)
+    app.include_router(run_analysis.router)
     app.include_router(pages.router)
     # Starlette types handlers for Exception, not the class they are registered for
     app.add_exception_handler(StarletteHTTPException, pages.error_page)  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""Read-only SQL behind the inspector's explaining endpoints, on a `RunSource.connection()`.
+"""Read-only SQL behind the inspector's analysis endpoints, on a `RunSource.connection()`.
 
 Kept apart from `looprl.store.reader` (the CLI's reader) because only the inspector asks these:
 siblings' final replies, search snippets, an example's history, reward histograms, model calls'

@@ -1,7 +1,7 @@
 """Token ids to text for the token view, with the run model's tokenizer when it is already on disk.
 
 The inspector never downloads or converts a model: it uses a local model directory, the bundled
-model once `looprl.models` has converted it, or a Hub id already in the Hugging Face cache. Anything
+model once `looprl.model_loading` has converted it, or a Hub id already in the Hugging Face cache. Anything
 else (or a tokenizer that fails to load) leaves the view showing ids. Tokenizers are loaded once per
 model name; `transformers` is imported only when one is found.
 """
@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from looprl.models import DEFAULT_MODEL, cache_dir
+from looprl.model_loading import DEFAULT_MODEL, cache_dir
 
 
 class TokenDecoder:

@@ -11,8 +11,9 @@ For each step N (from 1):
    weights more than `max_off_policy_steps` behind are dropped (stored, counted, not trained). The
    gateway records every model call with its token ids and logprobs.
 4. Rewards -> advantages: components weighted into a total (zero-filled across the batch), reward
-   minus the group's mean; failed rollouts stay out of the loss unless `include_failed`; groups
-   with no non-zero advantage are skipped and counted.
+   minus the group's mean, divided by the group's std with `normalize_std` (the default); failed
+   rollouts stay out of the loss unless `include_failed`; groups with no non-zero advantage are
+   skipped and counted.
 5. Samples from the recorded calls, packed by token budget into `steps/step_N/batch.json`.
 6. Store: the rollouts at once (before the batch is handed over), each with the components it was
    zero-filled on; the step's metrics, and the trainer's logprobs on the calls it trained, when the
@@ -43,7 +44,7 @@ from looprl.orchestrator.inflight import GroupPool
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.step_metrics import first_request, lag_metrics, rollout_metrics, summary_line
 from looprl.orchestrator.training_samples import build_samples, loss_calls, per_call
-from looprl.orchestrator.weights import WeightSync
+from looprl.orchestrator.weight_sync import WeightSync
 from looprl.paths import batch_path, progress_path, rollout_metrics_path, trainer_report_path
 from looprl.session import Group, RolloutSession
 from looprl.session.advantages import batch_advantages
@@ -62,11 +63,9 @@ class Orchestrator:
         gateway = Gateway([f"{url}/v1" for url in engine_urls], model_name, sampling, cfg.orchestrator.context_budget)
         self.weights = WeightSync(engine_urls, self.run_dir, last_version=cfg.max_steps, on_model=gateway.serve_model)
         self.session = RolloutSession(
-            self.run_dir, kind="rl", env=cfg.env.source, gateway=gateway, config=cfg.model_dump(mode="json"),
-            splits=(cfg.env.train_split, cfg.env.eval_split), model=cfg.model.name, env_args=cfg.env.args,
-            base_dir=cfg.env.base_dir, workers=cfg.env.workers, timeout_s=cfg.orchestrator.timeout_s,
-            reward_weights=cfg.orchestrator.reward_weights, env_level=cfg.log.level,
-            json_logging=cfg.log.json_logging)
+            self.run_dir, kind="rl", env=cfg.env_runtime(), gateway=gateway, config=cfg.model_dump(mode="json"),
+            splits=(cfg.env.train_split, cfg.env.eval_split), model=cfg.model.name,
+            timeout_s=cfg.orchestrator.timeout_s, reward_weights=cfg.orchestrator.reward_weights)
         self.session.summary = {"steps": cfg.max_steps}
         self.pending: dict[int, dict[str, Any]] = {}
         self.loss_calls: dict[str, list[tuple[int, int]]] = {}
@@ -127,7 +126,7 @@ class Orchestrator:
         # 2. rewards and advantages per group; zero-advantage groups carry no signal
         results = [[r for r, _ in group] for group in groups]
         self.unused_weights.check(step, [r for group in results for r in group])
-        advantages = batch_advantages(results, ocfg.reward_weights, ocfg.include_failed, ocfg.normalize_std)
+        advantages = batch_advantages(results, ocfg)
 
         # 3. training samples from the recorded calls, packed into micro-batches for the trainer
         samples, records, breaks = [], [], 0

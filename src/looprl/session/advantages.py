@@ -1,9 +1,12 @@
-"""Group-relative advantages: each rollout's reward minus its group's mean (GRPO's baseline).
+"""Group-relative advantages: each rollout's reward minus its group's mean (GRPO's baseline), divided by
+the group's std (plus `EPS`) when the run's rule says `normalize_std`.
 
+The rule is the run's `OrchestratorConfig` (`reward_weights`, `include_failed`, `normalize_std`), passed
+whole, so its defaults live in one place, the config: `normalize_std` is on by default (GRPO's and TRL's
+scaling); off gives Dr. GRPO's unscaled advantages, which do not up-weight near-unanimous groups.
 A rollout's reward is the weighted total of its components (`looprl.session.rewards.rollout_reward`). Failed rollouts
 (operational failures, not `scored`) have no reward: by default they stay out of the baseline and out
-of the loss (advantage None); with `include_failed` they count as reward 0. Dividing by the group's
-std is optional (Dr. GRPO argues against it: it up-weights near-unanimous groups).
+of the loss (advantage None); with `include_failed` they count as reward 0.
 
 A group whose advantages are all zero (every rollout scored alike, or a single scored rollout) has
 no learning signal: it is marked `skipped`, so the orchestrator can leave it out of the batch and
@@ -12,13 +15,16 @@ count it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from looprl.config import OrchestratorConfig
 from looprl.envs.types import RolloutResult
 from looprl.session.rewards import mean_std, rollout_reward
 
 ZERO = 1e-8
+EPS = 1e-6
+"""Added to the group's std before dividing by it (a group of equal rewards has std 0)."""
 
 
 @dataclass
@@ -30,21 +36,21 @@ class GroupAdvantages:
     """True when no rollout of the group has a non-zero advantage."""
 
 
-def group_advantages(rewards: Sequence[float | None], normalize_std: bool = False,
-                     eps: float = 1e-6) -> GroupAdvantages:
-    """Advantages of one group's rewards (None rewards stay None and are not in the baseline)."""
+def group_advantages(rewards: Sequence[float | None], normalize_std: bool) -> GroupAdvantages:
+    """Advantages of one group's rewards: reward minus the mean, over (std + `EPS`) with `normalize_std`
+    (None rewards stay None and are not in the baseline)."""
     present = [r for r in rewards if r is not None]
     mean, std = mean_std(present)
-    scale = std + eps if normalize_std else 1.0
+    scale = std + EPS if normalize_std else 1.0
     advantages = [None if r is None else (r - mean) / scale for r in rewards]
     skipped = all(a is None or abs(a) < ZERO for a in advantages)
     return GroupAdvantages(list(rewards), advantages, skipped)
 
 
-def batch_advantages(groups: Sequence[Sequence[RolloutResult]], weights: Mapping[str, float] | None = None,
-                     include_failed: bool = False, normalize_std: bool = False) -> list[GroupAdvantages]:
-    """`group_advantages` of every group of a step, from the rollouts' reward components."""
+def batch_advantages(groups: Sequence[Sequence[RolloutResult]], rule: OrchestratorConfig) -> list[GroupAdvantages]:
+    """`group_advantages` of every group of a step, from the rollouts' reward components, by the run's rule."""
     return [
-        group_advantages([rollout_reward(r, weights, include_failed) for r in group], normalize_std)
+        group_advantages([rollout_reward(r, rule.reward_weights, rule.include_failed) for r in group],
+                         rule.normalize_std)
         for group in groups
     ]

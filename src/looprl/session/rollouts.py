@@ -1,7 +1,7 @@
 """`RolloutSession`: env servers, gateway, store writer and reward totals for one run, as one context.
 
-    async with RolloutSession(run_dir, kind="eval", env=spec, gateway=gateway, config=cfg_json,
-                              splits=["eval"], reward_weights={"correct": 2.0}) as session:
+    async with RolloutSession(run_dir, kind="eval", env=EnvRuntimeConfig(source=spec), gateway=gateway,
+                              config=cfg_json, splits=["eval"], reward_weights={"correct": 2.0}) as session:
         examples = await session.dataset("eval", max_examples=5)
         group = await session.roll_out(examples[0], "eval", size=4)   # [(RolloutResult, [ModelCall])]
         await session.write([session.record(r, calls, step=0, reward=session.score(r)) for r, calls in group])
@@ -22,8 +22,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from looprl.config.env_runtime import EnvRuntimeConfig
 from looprl.envs.types import DatasetSplit, Example, RolloutResult
-from looprl.envserver.capture import LogLimits
 from looprl.envserver.host import EnvServerHost
 from looprl.envserver.loading import default_base_dir, env_name
 from looprl.gateway.app import Gateway
@@ -37,21 +37,18 @@ Group = list[tuple[RolloutResult, list[ModelCall]]]
 
 
 class RolloutSession:
-    def __init__(self, run_dir: Path, *, kind: str, env: str, gateway: Gateway, config: dict[str, Any],
-                 splits: Sequence[DatasetSplit], model: str | None = None, env_args: dict[str, Any] | None = None,
-                 base_dir: Path | None = None, workers: int = 1, timeout_s: float | None = None,
-                 reward_weights: Mapping[str, float] | None = None, env_level: str = "INFO",
-                 json_logging: bool = False, log_limits: LogLimits | None = None) -> None:
+    def __init__(self, run_dir: Path, *, kind: str, env: EnvRuntimeConfig, gateway: Gateway, config: dict[str, Any],
+                 splits: Sequence[DatasetSplit], model: str | None = None, timeout_s: float | None = None,
+                 reward_weights: Mapping[str, float] | None = None) -> None:
         self.run_dir = Path(run_dir)
         self.run_id = self.run_dir.resolve().name
-        self.env_name = env_name(env)
+        self.env_name = env_name(env.source)
         self.gateway, self.timeout_s = gateway, timeout_s
         self.reward_weights = dict(reward_weights or {})
-        self.base_dir = base_dir or default_base_dir(env)
-        self.run = RunInfo(run_id=self.run_id, kind=kind, env=env, env_name=self.env_name,
+        self.base_dir = env.base_dir or default_base_dir(env.source)
+        self.run = RunInfo(run_id=self.run_id, kind=kind, env=env.source, env_name=self.env_name,
                            model=model or gateway.model, config=config, created_at=time.time())
-        self.host = EnvServerHost(env, self.run_dir, env_args=env_args, splits=splits, workers=workers,
-                                  env_level=env_level, log_limits=log_limits, json_logging=json_logging)
+        self.host = EnvServerHost(env, self.run_dir, splits=splits)
         self.writer: RunStoreWriter | None = None
         self.summary: dict[str, Any] = {}
         """Stored with the run's status when the session ends."""

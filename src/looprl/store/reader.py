@@ -36,7 +36,7 @@ _JSON_COLUMNS = [c.name for c in ROLLOUT_COLUMNS if c.json]
 
 @dataclass
 class RolloutFilter:
-    """Filters for `RunStoreReader.list_rollouts`; every field is optional."""
+    """Filters for `RunStoreReader.list_rollouts` (and `neighbours`); every field is optional."""
 
     split: str | None = None
     step: int | None = None
@@ -97,18 +97,24 @@ class RunStoreReader:
 
     # rollouts --------------------------------------------------------------------------------
 
-    def list_rollouts(self, run_id: str, f: RolloutFilter | None = None) -> tuple[list[RolloutRecord], int]:
-        """Rollouts matching `f` (without model calls and logs) and the total count before paging."""
+    def list_rollouts(self, run_id: str, f: RolloutFilter | None = None, *,
+                      transcripts: bool = True) -> tuple[list[RolloutRecord], int]:
+        """Rollouts matching `f` (without model calls and logs) and the total count before paging. Without
+        `transcripts`, `messages` and `example_args` come back empty and are never read: the inspector's
+        rollout table, fast on large stores."""
         f = f or RolloutFilter()
         where, params = self._where(run_id, f)
-        total = self._conn.execute(f"SELECT COUNT(*) FROM rollouts r WHERE {where}", params).fetchone()[0]
-        column = SORT_COLUMNS.get(f.sort)
-        if column is None:
-            raise UserError(f"unknown sort key {f.sort!r}; expected one of {', '.join(SORT_COLUMNS)}")
-        direction = "DESC" if f.order == "desc" else "ASC"
+        column, direction = self._sort(f)
+        # a search counts its matches in the same statement, so the full-text lookups run once
+        counted = ", COUNT(*) OVER () AS total" if f.q else ""
         rows = self._conn.execute(
-            f"SELECT r.* FROM rollouts r WHERE {where} ORDER BY r.{column} {direction}, r.rowid {direction} "
-            "LIMIT ? OFFSET ?", [*params, f.limit, f.offset]).fetchall()
+            f"SELECT {self._columns(transcripts)}{counted} FROM rollouts r WHERE {where} "
+            f"ORDER BY r.{column} {direction}, r.rowid {direction} LIMIT ? OFFSET ?",
+            [*params, f.limit, f.offset]).fetchall()
+        if f.q and rows:
+            total = rows[0]["total"]
+        else:
+            total = self._conn.execute(f"SELECT COUNT(*) FROM rollouts r WHERE {where}", params).fetchone()[0]
         return [self._rollout(row) for row in rows], total
 
     def _where(self, run_id: str, f: RolloutFilter) -> tuple[str, list[Any]]:
@@ -149,9 +155,11 @@ class RunStoreReader:
         record.logs = self.logs(rollout_id=rollout_id)
         return record
 
-    def siblings(self, group_id: str) -> list[RolloutRecord]:
+    def siblings(self, group_id: str, *, transcripts: bool = True) -> list[RolloutRecord]:
+        """A group's rollouts in the order they were written (without `transcripts`: as `list_rollouts`)."""
         rows = self._conn.execute(
-            "SELECT * FROM rollouts WHERE group_id=? ORDER BY rowid", (group_id,)).fetchall()
+            f"SELECT {self._columns(transcripts)} FROM rollouts r WHERE group_id=? ORDER BY rowid",
+            (group_id,)).fetchall()
         return [self._rollout(r) for r in rows]
 
     def model_calls(self, rollout_id: str) -> list[ModelCall]:
@@ -190,23 +198,6 @@ class RunStoreReader:
 
     # queries for the inspector ---------------------------------------------------------------
 
-    def list_rollout_rows(self, run_id: str, f: RolloutFilter | None = None) -> tuple[list[RolloutRecord], int]:
-        """Like `list_rollouts`, but without reading transcripts (`messages` and `example_args` come back
-        empty): the inspector's rollout table, fast on large stores."""
-        f = f or RolloutFilter()
-        where, params = self._where(run_id, f)
-        column, direction = self._sort(f)
-        # a search counts its matches in the same statement, so the full-text lookups run once
-        counted = ", COUNT(*) OVER () AS total" if f.q else ""
-        rows = self._conn.execute(
-            f"SELECT {ROW_COLUMNS}{counted} FROM rollouts r WHERE {where} ORDER BY r.{column} {direction}, "
-            f"r.rowid {direction} LIMIT ? OFFSET ?", [*params, f.limit, f.offset]).fetchall()
-        if f.q and rows:
-            total = rows[0]["total"]
-        else:
-            total = self._conn.execute(f"SELECT COUNT(*) FROM rollouts r WHERE {where}", params).fetchone()[0]
-        return [self._rollout(row) for row in rows], total
-
     def neighbours(self, run_id: str, rollout_id: str, f: RolloutFilter) -> tuple[str | None, str | None]:
         """The ids before and after `rollout_id` in the list `f` selects (its filters and sort), or None."""
         column, direction = self._sort(f)
@@ -238,12 +229,6 @@ class RunStoreReader:
         if direction == "ASC":
             return first(before, "DESC"), first(after, "ASC")
         return first(after, "ASC"), first(before, "DESC")
-
-    def sibling_rows(self, group_id: str) -> list[RolloutRecord]:
-        """A group's rollouts without transcripts, in the order they were written."""
-        rows = self._conn.execute(
-            f"SELECT {ROW_COLUMNS} FROM rollouts r WHERE group_id=? ORDER BY rowid", (group_id,)).fetchall()
-        return [self._rollout(r) for r in rows]
 
     def termination_reasons(self, run_id: str, split: str) -> dict[str, int]:
         """How many rollouts of the split ended with each termination reason."""
@@ -300,6 +285,10 @@ class RunStoreReader:
         if column is None:
             raise UserError(f"unknown sort key {f.sort!r}; expected one of {', '.join(SORT_COLUMNS)}")
         return column, "DESC" if f.order == "desc" else "ASC"
+
+    @staticmethod
+    def _columns(transcripts: bool) -> str:
+        return "r.*" if transcripts else ROW_COLUMNS
 
     def _rollout(self, row: sqlite3.Row) -> RolloutRecord:
         d = dict(row)

@@ -3,7 +3,7 @@
 The engine (or vLLM's weight-update extension) polls for the marker and only then reads the
 safetensors, so it never loads a half-written directory (the marker and what makes a broadcast
 complete are defined once, in `looprl.handoff`). Rank 0 writes it from the gathered state dict
-(`trainer.weights`): full Hugging Face weights, with LoRA adapters merged in, or with
+(`trainer.weight_files`): full Hugging Face weights, with LoRA adapters merged in, or with
 `adapter_only` (the trainer sets it when the engine is vLLM, which hot-loads adapters) only the
 adapters. Older broadcasts beyond `keep` are deleted: each is a full copy of the weights.
 
@@ -24,7 +24,7 @@ from looprl.handoff import mark_stable, step_dirs
 from looprl.paths import broadcast_dir, broadcasts_dir
 from looprl.trainer.lora import is_lora
 from looprl.trainer.parallel import Ranks
-from looprl.trainer.weights import (
+from looprl.trainer.weight_files import (
     StateDict,
     full_state_dict,
     merged,

@@ -9,7 +9,7 @@ read it (`paths.progress_path`). It is written to a temporary sibling, `progress
 renamed into place: `handoff.latest_checkpoint` (the one definition of a complete checkpoint) never
 sees a half-written one.
 
-The weights are the ones the step's broadcast already gathered (`trainer.weights`), so they are
+The weights are the ones the step's broadcast already gathered (`trainer.weight_files`), so they are
 hard-linked from the broadcast when it holds exactly them (full fine-tuning): no second copy on disk.
 
 Loading is in two parts, around sharding: `load_weights` into the whole model before FSDP wraps it,
@@ -32,7 +32,7 @@ from looprl.handoff import step_dirs
 from looprl.paths import broadcast_dir, checkpoint_dir, checkpoints_dir, progress_path
 from looprl.trainer.lora import is_lora, load_adapters
 from looprl.trainer.parallel import Ranks
-from looprl.trainer.weights import (
+from looprl.trainer.weight_files import (
     MODEL_FILE,
     StateDict,
     full_state_dict,
@@ -128,13 +128,6 @@ def load_trainer_state(run_dir: Path, step: int, model: Any, optimizer: torch.op
     random.setstate(saved["rng"]["python"])
     torch.set_rng_state(saved["rng"]["torch"])
     return saved["progress"], restored
-
-
-def load_checkpoint(run_dir: Path, step: int, model: Any, optimizer: torch.optim.Optimizer,
-                    scheduler: torch.optim.lr_scheduler.LRScheduler) -> dict[str, Any]:
-    """One process: restore weights, optimizer, scheduler and RNGs in place; returns the saved progress."""
-    load_weights(run_dir, step, model)
-    return load_trainer_state(run_dir, step, model, optimizer, scheduler)[0]
 
 
 def prune_checkpoints(run_dir: Path, keep: int, is_kept: Callable[[int], bool]) -> None:

@@ -44,7 +44,7 @@ from looprl.trainer.model import load_policy
 from looprl.trainer.optim import build_optimizer, build_scheduler
 from looprl.trainer.rollout_logprobs import RolloutLogprobs
 from looprl.trainer.step import train_step
-from looprl.trainer.weights import full_state_dict
+from looprl.trainer.weight_files import full_state_dict
 from looprl.utils.logger import get_logger
 
 

@@ -1,7 +1,7 @@
 """LoRA through peft: adapters on the policy, and restoring them from a checkpoint.
 
 The embedded engine knows nothing about adapters: each broadcast is a full HF-format model with the
-adapters merged in (`trainer.weights.merged`, computed from the gathered state dict, so training
+adapters merged in (`trainer.weight_files.merged`, computed from the gathered state dict, so training
 goes on with the adapters separate). vLLM loads adapters at run time: its broadcasts hold the
 adapters only (`adapter_model.safetensors` and `adapter_config.json`, a few MB), each loaded as a
 new adapter name. Checkpoints keep the adapters only, which `load_adapters` restores.

@@ -1,6 +1,6 @@
 """The policy the trainer optimises: a transformers causal LM in training mode, float32 on the CPU.
 
-Loaded through `looprl.models` (the bundled SmolLM2 alias, a local directory or a Hub id), so the
+Loaded through `looprl.model_loading` (the bundled SmolLM2 alias, a local directory or a Hub id), so the
 trainer and the inference engine start from exactly the same weights. The weights stay float32
 master weights (bfloat16 compute is `trainer.parallel`'s business) and move to their device when
 `parallel.prepare` places or shards them. The KV cache is off: the trainer only runs
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from looprl.models import DEFAULT_MODEL, load_model_and_tokenizer
+from looprl.model_loading import DEFAULT_MODEL, load_model_and_tokenizer
 
 
 def load_policy(name_or_path: str = DEFAULT_MODEL, attn_implementation: str | None = None) -> tuple[Any, Any]:

@@ -12,7 +12,7 @@ called again to reconfigure; `reset_logger()` drops the logger (subprocesses, te
 
 Text lines (coloured when the sink is a terminal):
 
-    2025-01-01 12:00:00.123 | INFO     | looprl.commands.eval_run:97 | rollout=ab12cd | message
+    2025-01-01 12:00:00.123 | INFO     | looprl.commands.eval.run:97 | rollout=ab12cd | message
 
 With `json_logging=True` every line is one JSON object with the fields in `JSON_FIELDS`.
 

@@ -2,7 +2,7 @@
 
 import time
 
-from looprl.commands.replay_server import Recording, ReplayServer, recorded_calls
+from looprl.commands.replay.recorded_replies import Recording, ReplayServer, recorded_calls
 from looprl.store.records import ModelCall, RolloutRecord
 
 PROMPT = [{"role": "user", "content": "compute 1+1"}]

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from looprl.commands.rescoring import rescore
+from looprl.commands.rescore.rescoring import rescore
 from looprl.commands.stored import prompt_messages, reward_settings, stored_example
 from looprl.config import OrchestratorConfig
 from looprl.envs import BaseEnv, Dataset

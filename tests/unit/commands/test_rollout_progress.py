@@ -2,7 +2,7 @@
 
 import io
 
-from looprl.commands.progress import RolloutProgress
+from looprl.commands.eval.progress import RolloutProgress
 
 
 def test_piped_progress_prints_lines_as_groups_finish():

@@ -20,3 +20,15 @@ def test_sdk_imports_no_runtime_package():
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     allowed = ("looprl.envs", "looprl.rewards", "looprl.errors")
     assert [m for m in loaded if not m.startswith(allowed)] == []
+
+
+def test_the_private_modules_contract_lists_every_private_module():
+    """pyproject's import-linter contract forbids `looprl.envs._*` outside `looprl.envs` by name (its module
+    expressions have no prefix wildcard), so a new `_` module must join the list."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(looprl.envs.__file__).parent
+    contracts = tomllib.loads((root.parents[2] / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    [private] = [c for c in contracts if "looprl.envs.runtime_api" in c["name"]]
+    assert sorted(private["forbidden_modules"]) == sorted(f"looprl.envs.{p.stem}" for p in root.glob("_[!_]*.py"))

@@ -4,10 +4,11 @@ import logging
 
 from tests.support.harness import example
 
+from looprl.config import LogLimits
 from looprl.envs import BaseEnv, Dataset
 from looprl.envs.logging import attribute_to
 from looprl.envs.types import GroupRequest
-from looprl.envserver.capture import LogLimits, close_capture, install_capture, open_capture
+from looprl.envserver.capture import close_capture, install_capture, open_capture
 from looprl.envserver.runtime import run_group_captured
 
 logger = logging.getLogger("test_env")

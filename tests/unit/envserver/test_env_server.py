@@ -7,6 +7,7 @@ import pytest
 from tests.support.harness import example
 from tests.support.scripted_server import Reply, ScriptedServer
 
+from looprl.config import EnvRuntimeConfig
 from looprl.envs.types import GroupRequest
 from looprl.envserver.host import EnvServerHost
 from looprl.session.groups import new_id
@@ -66,7 +67,7 @@ async def run(host, requests):
 
 
 async def test_a_dying_worker_fails_exactly_its_rollouts_and_is_respawned(tmp_path, env_spec):
-    host = EnvServerHost(env_spec, tmp_path / "run", splits=["train"], workers=2)
+    host = EnvServerHost(EnvRuntimeConfig(source=env_spec, workers=2), tmp_path / "run", splits=["train"])
     await host.start()
     try:
         with ScriptedServer(lambda body: Reply("ok")) as server:
@@ -90,7 +91,7 @@ async def test_a_dying_worker_fails_exactly_its_rollouts_and_is_respawned(tmp_pa
 
 
 async def test_a_hook_that_blocks_or_sleeps_past_its_timeout_ends_as_timeout(tmp_path, env_spec):
-    host = EnvServerHost(env_spec, tmp_path / "run", splits=["train"], workers=1, timeout_grace_s=1.0)
+    host = EnvServerHost(EnvRuntimeConfig(source=env_spec, timeout_grace_s=1.0), tmp_path / "run", splits=["train"])
     await host.start()
     try:
         with ScriptedServer(lambda body: Reply("ok")) as server:
@@ -107,7 +108,7 @@ async def test_a_hook_that_blocks_or_sleeps_past_its_timeout_ends_as_timeout(tmp
 
 
 async def test_async_timeouts_stay_inside_the_worker(tmp_path, env_spec):
-    host = EnvServerHost(env_spec, tmp_path / "run", splits=["train"], workers=1)
+    host = EnvServerHost(EnvRuntimeConfig(source=env_spec), tmp_path / "run", splits=["train"])
     await host.start()
     try:
         with ScriptedServer(lambda body: Reply("ok")) as server:
@@ -121,7 +122,7 @@ async def test_async_timeouts_stay_inside_the_worker(tmp_path, env_spec):
 
 async def test_datasets_logs_and_captured_records(tmp_path, env_spec):
     run_dir = tmp_path / "run"
-    host = EnvServerHost(env_spec, run_dir, workers=1, env_level="INFO")
+    host = EnvServerHost(EnvRuntimeConfig(source=env_spec, level="INFO"), run_dir)
     await host.start()
     try:
         dataset = await host.create_dataset("eval", tmp_path, max_examples=2)
@@ -145,13 +146,13 @@ async def test_datasets_logs_and_captured_records(tmp_path, env_spec):
 async def test_an_env_that_cannot_load_fails_start_with_its_error(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("raise RuntimeError('broken import')\n")
-    host = EnvServerHost(f"{bad}:Env", tmp_path / "run", splits=["train"])
+    host = EnvServerHost(EnvRuntimeConfig(source=f"{bad}:Env"), tmp_path / "run", splits=["train"])
     with pytest.raises(Exception, match="broken import"):
         await host.start()
 
 
 async def test_print_stderr_and_warnings_are_records_of_their_rollout_under_load(tmp_path, env_spec):
-    host = EnvServerHost(env_spec, tmp_path / "run", splits=["train"], workers=2)
+    host = EnvServerHost(EnvRuntimeConfig(source=env_spec, workers=2), tmp_path / "run", splits=["train"])
     await host.start()
     try:
         with ScriptedServer(lambda body: Reply("ok")) as server:

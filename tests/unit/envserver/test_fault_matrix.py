@@ -24,9 +24,12 @@ import pytest
 from tests.support.harness import example
 from tests.support.scripted_server import Reply, ScriptedServer
 
+from looprl.config import EnvRuntimeConfig
 from looprl.envs.types import GroupRequest
 from looprl.envserver.host import EnvServerHost
 from looprl.session.groups import new_id
+
+pytestmark = pytest.mark.slow  # 25 cells of worker deaths and timeouts: a minute even on an idle machine
 
 MIN_TIMEOUT_S = 2.0
 TIMEOUT_PER_BASELINE = 5
@@ -158,8 +161,8 @@ def expected(hook: str, fault: str) -> tuple[str, str]:
         return "timeout", "in blocking code"
     if fault == "sleep":
         return "timeout", "timeout"
-    if hook == "exit":  # killed after it was settled: the rollout keeps its result
-        return "finished", ""
+    if hook == "exit":  # killed inside its rollout_context exit: like every fault there, it fails the rollout
+        return "env_worker_died", "inside this rollout's rollout_context exit"
     return "env_worker_died", "SIGKILL"
 
 
@@ -223,8 +226,9 @@ def selected_cells(session: pytest.Session) -> dict[str, list[str]]:
 async def run_matrix(tmp_path, cells: dict[str, list[str]]) -> dict[tuple[str, str], Outcome]:
     env_file = tmp_path / "faulty_env.py"
     env_file.write_text(ENV)
-    hosts = {hook: EnvServerHost(f"{env_file}:{'GroupEnv' if hook == 'group' else 'Env'}", tmp_path / hook,
-                                 splits=["train"], workers=1, timeout_grace_s=1.0) for hook in cells}
+    hosts = {hook: EnvServerHost(EnvRuntimeConfig(source=f"{env_file}:{'GroupEnv' if hook == 'group' else 'Env'}",
+                                                  timeout_grace_s=1.0), tmp_path / hook, splits=["train"])
+             for hook in cells}
     await asyncio.gather(*(h.start() for h in hosts.values()))
     try:
         with ScriptedServer(reply) as server:
@@ -280,8 +284,8 @@ async def run_group_env(tmp_path, env_class: str, timeout_s: float, hook: str, f
     """One faulty group of `env_class` on a host with one worker; its results and the env server's log."""
     env_file = tmp_path / "faulty_env.py"
     env_file.write_text(ENV)
-    host = EnvServerHost(f"{env_file}:{env_class}", tmp_path / "run", splits=["train"], workers=1,
-                         timeout_grace_s=1.0)
+    host = EnvServerHost(EnvRuntimeConfig(source=f"{env_file}:{env_class}", timeout_grace_s=1.0), tmp_path / "run",
+                         splits=["train"])
     await host.start()
     try:
         with ScriptedServer(reply) as server:

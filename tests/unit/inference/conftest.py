@@ -13,7 +13,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from looprl.models import load_model_and_tokenizer
+from looprl.model_loading import load_model_and_tokenizer
 
 CHATML = (
     "{% for message in messages %}"

@@ -45,7 +45,7 @@ class _Loaded(Exception):
 def test_the_launchers_fraction_reaches_the_engine_process(tiny_model_dir, monkeypatch):
     from loguru import logger as plain_logger
 
-    from looprl import models
+    from looprl import model_loading
     from looprl.utils import logger
 
     calls = []
@@ -58,7 +58,7 @@ def test_the_launchers_fraction_reaches_the_engine_process(tiny_model_dir, monke
         calls.append(("load", dtype, device))
         raise _Loaded
 
-    monkeypatch.setattr(models, "load_model_and_tokenizer", load)
+    monkeypatch.setattr(model_loading, "load_model_and_tokenizer", load)
     with pytest.raises(_Loaded):
         cli.main(["inference", "--model", str(tiny_model_dir)])
     cuda = torch.device("cuda", 0)

@@ -8,7 +8,7 @@ import torch
 from looprl.inference.batch import DecodeBatch, prefill
 from looprl.inference.engine import Engine
 from looprl.inference.token_sampling import SamplingParams
-from looprl.inference.weights import WeightsError, load_update
+from looprl.inference.weight_update import WeightsError, load_update
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import pytest
 from looprl.inference.process import EngineProcess, EngineStartError
 
 
+@pytest.mark.slow  # an engine process started and stopped, twice over in this module
 def test_sync_start_request_stop(tiny_model_dir, tmp_path):
     log = tmp_path / "logs" / "inference.log"
     with EngineProcess(str(tiny_model_dir), log_path=log) as engine:
@@ -21,6 +22,7 @@ def test_sync_start_request_stop(tiny_model_dir, tmp_path):
     assert log.is_file()
 
 
+@pytest.mark.slow
 async def test_async_context_and_served_name(tiny_model_dir):
     async with EngineProcess(str(tiny_model_dir), served_model_name="tiny",
                              extra_args=["--max-batch-size", "4"]) as engine:

@@ -18,7 +18,7 @@ from looprl.inference.process import EngineProcess
 from looprl.inference.vllm import launch
 from looprl.inference.vllm.launch import VllmProcess, max_lora_rank, vllm_python
 from looprl.inference.vllm.template import model_chat_template
-from looprl.orchestrator.weights import WeightSync
+from looprl.orchestrator.weight_sync import WeightSync
 
 
 def test_the_embedded_engine_stays_the_default(tiny_model_dir):

@@ -11,7 +11,7 @@ import pytest
 
 from looprl.errors import UserError
 from looprl.launch.slurm import SlurmConfig, render_sbatch, write_sbatch
-from looprl.paths import log_path, node_log_path, torchrun_log_dir
+from looprl.paths import log_path, logs_dir, torchrun_log_dir
 
 FAKE_SRUN = """#!/bin/bash
 # srun stand-in: runs --ntasks copies of the command here, each with its SLURM_PROCID.
@@ -81,15 +81,16 @@ def run_job(tmp_path: Path, out: Path, engines_per_node: int = 1, **env: str) ->
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow  # the whole sbatch script, its fake nodes as processes
 def test_the_job_runs_every_node_with_the_seed_log_layout(tmp_path):
     out = tmp_path / "run"
     run_job(tmp_path, out)
     assert log_path(out, "trainer").is_symlink() and os.readlink(log_path(out, "trainer")) == "trainer/node_0.log"
     assert os.readlink(log_path(out, "inference")) == "inference/node_0.log"
     assert "[default0]:trainer rank 0 of 2" in log_path(out, "trainer").read_text()
-    assert "[default0]:trainer rank 1 of 2" in node_log_path(out, "trainer", 1).read_text()
+    assert "[default0]:trainer rank 1 of 2" in (logs_dir(out) / "trainer/node_1.log").read_text()
     assert "engine on inference node 0" in log_path(out, "inference").read_text()
-    assert "engine on inference node 1" in node_log_path(out, "inference", 1).read_text()
+    assert "engine on inference node 1" in (logs_dir(out) / "inference/node_1.log").read_text()
     assert ("orchestrator sees http://infer-a:8123/v1,http://infer-b:8123/v1 localhost"
             in log_path(out, "orchestrator").read_text())
     rank_logs = sorted(p.read_text() for p in torchrun_log_dir(out).rglob("stdout.log"))
@@ -114,6 +115,7 @@ def test_rl_dry_run_with_slurm_keys_writes_the_sbatch_script(tmp_path):
     assert "ENGINES_PER_NODE=8" in script and "-m looprl.inference" in script  # the embedded engine: one per GPU
 
 
+@pytest.mark.slow  # the whole sbatch script, its fake nodes as processes
 def test_one_embedded_engine_per_gpu_of_each_inference_node(tmp_path):
     """The embedded engine computes on one GPU: each inference node runs one per GPU of SLURM's allocation,
     on consecutive ports, and the orchestrator sees every one of them."""
@@ -122,7 +124,8 @@ def test_one_embedded_engine_per_gpu_of_each_inference_node(tmp_path):
     node_0 = log_path(out, "inference").read_text()
     assert "[gpu 0] engine on inference node 0 gpus 4 --port 8123" in node_0
     assert "[gpu 1] engine on inference node 0 gpus 5 --port 8124" in node_0
-    assert "[gpu 1] engine on inference node 1 gpus 5 --port 8124" in node_log_path(out, "inference", 1).read_text()
+    node_1 = (logs_dir(out) / "inference/node_1.log").read_text()
+    assert "[gpu 1] engine on inference node 1 gpus 5 --port 8124" in node_1
     urls = "http://infer-a:8123/v1,http://infer-a:8124/v1,http://infer-b:8123/v1,http://infer-b:8124/v1"
     assert f"orchestrator sees {urls} localhost" in log_path(out, "orchestrator").read_text()
 

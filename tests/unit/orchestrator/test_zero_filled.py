@@ -9,8 +9,8 @@ from typing import ClassVar
 from tests.fixtures.stores.make_v1_stores import QUESTIONS, reply
 from tests.support.scripted_server import ScriptedServer
 
-from looprl.commands.eval_run import EvalConfig, run_eval
-from looprl.config import RLConfig
+from looprl.commands.eval.run import EvalRunConfig, run_eval
+from looprl.config import EnvRuntimeConfig, RLConfig
 from looprl.envs.types import RolloutResult
 from looprl.orchestrator.inflight import Collected, Landed
 from looprl.orchestrator.loop import Orchestrator
@@ -87,8 +87,8 @@ def test_eval_stores_the_split_zero_fill(tmp_path):
         json.dumps({"prompt_messages": [{"role": "user", "content": f"What is {a} plus {b}?"}], "answer": str(a + b)})
         + "\n" for a, b in QUESTIONS))
     with ScriptedServer(reply) as server:
-        cfg = EvalConfig(env=FIXTURE_ENV, base_dir=tmp_path, num_examples=4, rollouts_per_example=2, model="scripted",
-                         base_url=server.base_url, output=tmp_path / "run")
+        cfg = EvalRunConfig(env=EnvRuntimeConfig(source=FIXTURE_ENV, base_dir=tmp_path), num_examples=4,
+                         rollouts_per_example=2, model="scripted", base_url=server.base_url, output=tmp_path / "run")
         asyncio.run(run_eval(cfg))
     rows = RunStoreReader(tmp_path / "run").list_rollouts("run")[0]
     marks = {(tuple(sorted(r.rewards)), r.termination_reason): r.zero_filled for r in rows}

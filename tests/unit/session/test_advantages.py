@@ -2,9 +2,12 @@
 
 import pytest
 
+from looprl.config import OrchestratorConfig
 from looprl.envs.types import RolloutResult
 from looprl.session.advantages import batch_advantages, group_advantages
 from looprl.session.rewards import component_names, reward_stats, rollout_reward, zero_filled
+
+MEAN_ONLY = OrchestratorConfig(normalize_std=False)
 
 
 def _result(rid: str, rewards: dict[str, float], reason: str = "finished") -> RolloutResult:
@@ -13,7 +16,7 @@ def _result(rid: str, rewards: dict[str, float], reason: str = "finished") -> Ro
 
 
 def test_mean_baseline():
-    out = group_advantages([1.0, 0.0, 0.0, 1.0])
+    out = group_advantages([1.0, 0.0, 0.0, 1.0], normalize_std=False)
     assert out.advantages == [0.5, -0.5, -0.5, 0.5]
     assert not out.skipped
 
@@ -30,14 +33,14 @@ def test_groups_without_signal_are_skipped(rewards):
 
 def test_failed_rollouts_stay_out_of_the_baseline_by_default():
     group = [_result("a", {"correct": 1.0}), _result("b", {"correct": 0.0}), _result("c", {}, reason="timeout")]
-    [out] = batch_advantages([group])
+    [out] = batch_advantages([group], MEAN_ONLY)
     assert out.rewards == [1.0, 0.0, None]
     assert out.advantages == [0.5, -0.5, None]
 
 
 def test_failed_rollouts_can_count_as_zero():
     group = [_result("a", {"correct": 1.0}), _result("b", {"correct": 1.0}), _result("c", {}, reason="env_error")]
-    [out] = batch_advantages([group], include_failed=True)
+    [out] = batch_advantages([group], OrchestratorConfig(include_failed=True, normalize_std=False))
     assert out.rewards == [1.0, 1.0, 0.0]
     assert out.advantages == pytest.approx([1 / 3, 1 / 3, -2 / 3])
 
@@ -50,7 +53,7 @@ def test_component_weights_and_zero_fill():
     assert zero_filled(b.rewards, names) == {"correct": 1.0, "format": 0.0}
     stats = reward_stats([a, b])
     assert stats["reward/format"] == 0.25 and stats["reward"] == 1.25
-    [out] = batch_advantages([[a, b]])
+    [out] = batch_advantages([[a, b]], MEAN_ONLY)
     assert out.advantages == [0.25, -0.25]
 
 
@@ -73,3 +76,9 @@ def test_a_weight_no_rollout_emits_warns_once_naming_the_emitted_components():
     log = out.getvalue()
     assert "WARNING" in log and "'typo'" in log and "step 2" in log and "emitted: correct, brief" in log
     assert log.count("'typo'") == 1
+
+
+def test_the_config_holds_the_one_default_std_division():
+    group = [_result("a", {"correct": 3.0}), _result("b", {"correct": 1.0})]  # mean 2, std 1
+    [out] = batch_advantages([group], OrchestratorConfig())
+    assert out.advantages == [pytest.approx(1.0, abs=1e-5), pytest.approx(-1.0, abs=1e-5)]

@@ -10,8 +10,8 @@ from tests.support.scripted_server import Reply, ScriptedServer
 
 import looprl.session.rollouts
 from looprl.cli import main
-from looprl.commands.eval_run import prepare_output
-from looprl.config import RLConfig, load_config
+from looprl.commands.eval.run import EvalRunConfig, prepare_output, run_eval
+from looprl.config import EnvRuntimeConfig, LogLimits, RLConfig, load_config
 from looprl.envs.types import RolloutResult
 from looprl.gateway.app import Gateway
 from looprl.orchestrator.loop import Orchestrator
@@ -21,8 +21,8 @@ ENV = "examples/arithmetic/env.py:ArithmeticEnv"
 
 
 def session(run_dir, **kwargs) -> RolloutSession:
-    return RolloutSession(run_dir, kind="eval", env=ENV, gateway=Gateway("http://127.0.0.1:9/v1", "m"), config={},
-                          splits=["eval"], **kwargs)
+    return RolloutSession(run_dir, kind="eval", env=EnvRuntimeConfig(source=ENV),
+                          gateway=Gateway("http://127.0.0.1:9/v1", "m"), config={}, splits=["eval"], **kwargs)
 
 
 def run_status(run_dir) -> str:
@@ -71,3 +71,28 @@ def test_rl_eval_and_validate_roll_out_through_a_session(tmp_path, monkeypatch, 
     orchestrator = Orchestrator(cfg, tmp_path / "rl", ["http://127.0.0.1:9"], "m")
     assert orchestrator.session.run.kind == "rl" and orchestrator.session.reward_weights == {"correct": 2.0}
     assert json.dumps(orchestrator.session.summary) == json.dumps({"steps": cfg.max_steps})
+
+
+async def roll_one(session: RolloutSession, split: str) -> RolloutResult:
+    async with session:
+        [first] = await session.dataset(split, max_examples=1)
+        [(result, _)] = await session.roll_out(first, split, 1)
+    return result
+
+
+def test_rl_and_eval_honour_json_logging_and_log_limits(tmp_path):
+    """Both build one `EnvRuntimeConfig` that reaches the workers whole: with `json_logging` the env server
+    logs JSON lines, and `log_limits.max_records = 0` drops the one record ArithmeticEnv logs per rollout."""
+    eval_results: list = []
+    with ScriptedServer(lambda body: Reply("<answer>1</answer>")) as server:
+        cfg = load_config(RLConfig, ["--env.source", ENV, "--env.eval_split", "train",  # one env server, not two
+                                     "--log.json_logging", "true", "--log.env_limits.max_records", "0"])
+        rl = Orchestrator(cfg, tmp_path / "rl", server.base_url.removesuffix("/v1"), "scripted")
+        rl_result = asyncio.run(roll_one(rl.session, "train"))
+        runtime = EnvRuntimeConfig(source=ENV, json_logging=True, log_limits=LogLimits(max_records=0))
+        asyncio.run(run_eval(EvalRunConfig(env=runtime, num_examples=1, rollouts_per_example=1, model="scripted",
+                                        base_url=server.base_url, output=tmp_path / "eval"), eval_results.extend))
+    for run_dir, result in ((tmp_path / "rl", rl_result), (tmp_path / "eval", eval_results[0])):
+        assert result.termination_reason == "finished" and result.logs == [] and result.logs_dropped == 1
+        lines = [line for log in run_dir.glob("logs/envs/*/*/env_server.log") for line in log.read_text().splitlines()]
+        assert lines and all(json.loads(line) for line in lines)

@@ -52,7 +52,7 @@ def test_reader_migrates_an_eval_store_once(tmp_path):
     assert all(c.trainer_logprobs is None for c in one.model_calls)  # schema 3's column: none recorded then
     r.close()
     again = RunStoreReader(run)  # already current: opened read-only straight away
-    assert again.list_rollout_rows(rows[0].run_id)[0][0].zero_filled == rows[0].zero_filled
+    assert again.list_rollouts(rows[0].run_id, transcripts=False)[0][0].zero_filled == rows[0].zero_filled
 
 
 def test_writer_migrates_too(tmp_path):

@@ -42,7 +42,7 @@ def test_adding_a_column_in_one_place_is_enough(tmp_path):
         w.close()
         db = sqlite3.connect(sys.argv[1] + "/looprl.db")
         print(db.execute("SELECT group_concat(scored) FROM rollouts").fetchone()[0], "r.scored" in ROW_COLUMNS,
-              len(RunStoreReader(sys.argv[1]).list_rollout_rows("run")[0]))
+              len(RunStoreReader(sys.argv[1]).list_rollouts("run", transcripts=False)[0]))
     """)
     out = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["1,0", "True", "2"]

@@ -7,12 +7,12 @@ import torch
 from tests.support.tiny_model import tiny_model
 
 from looprl.handoff import is_stable, latest_checkpoint
-from looprl.inference.weights import load_update
+from looprl.inference.weight_update import load_update
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.training_samples import TrainingSample
 from looprl.paths import broadcast_dir, checkpoint_dir
 from looprl.trainer.broadcast import broadcast_weights
-from looprl.trainer.checkpoint import load_checkpoint, save_checkpoint
+from looprl.trainer.checkpoint import load_trainer_state, load_weights, save_checkpoint
 from looprl.trainer.loss import clipped
 from looprl.trainer.optim import build_optimizer, build_scheduler
 from looprl.trainer.step import train_step
@@ -42,7 +42,8 @@ def test_resume_continues_exactly(tmp_path, tokenizer):
     fresh = tiny_model(seed=1)
     fresh_opt = build_optimizer(fresh, lr=1e-2)
     fresh_sched = build_scheduler(fresh_opt, warmup_steps=3)
-    progress = load_checkpoint(tmp_path, 2, fresh, fresh_opt, fresh_sched)
+    load_weights(tmp_path, 2, fresh)  # as the trainer resumes: the weights, then (sharded) the trainer state
+    progress, _ = load_trainer_state(tmp_path, 2, fresh, fresh_opt, fresh_sched)
     assert progress == {"epoch": 0, "cursor": 8}
     assert (random.random(), torch.rand(1).item()) == expected_rng
     assert fresh_sched.get_last_lr() == pytest.approx([1e-2])

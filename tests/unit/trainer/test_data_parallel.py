@@ -21,7 +21,7 @@ from looprl.trainer.loss import clipped
 from looprl.trainer.optim import build_optimizer, build_scheduler
 from looprl.trainer.rollout_logprobs import RolloutLogprobs
 from looprl.trainer.step import train_step
-from looprl.trainer.weights import full_state_dict
+from looprl.trainer.weight_files import full_state_dict
 
 
 def _samples() -> list[TrainingSample]:
@@ -71,6 +71,7 @@ def test_micro_batches_are_balanced_by_tokens():
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow  # two torch processes and a gloo group: ~15 s on an idle machine
 def test_two_gloo_ranks_equal_one_process(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -8,7 +8,7 @@ from looprl.config import LoraConfig
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.training_samples import TrainingSample
 from looprl.trainer.broadcast import broadcast_weights
-from looprl.trainer.checkpoint import load_checkpoint, save_checkpoint
+from looprl.trainer.checkpoint import load_trainer_state, load_weights, save_checkpoint
 from looprl.trainer.lora import add_lora
 from looprl.trainer.loss import clipped
 from looprl.trainer.optim import build_optimizer, build_scheduler
@@ -48,7 +48,8 @@ def test_a_lora_checkpoint_restores_the_adapters(tmp_path, tokenizer):
     save_checkpoint(tmp_path, 2, model, tokenizer, optimizer, scheduler)
     fresh = add_lora(tiny_model(), CFG)
     fresh_opt = build_optimizer(fresh, lr=1e-2)
-    load_checkpoint(tmp_path, 2, fresh, fresh_opt, build_scheduler(fresh_opt))
+    load_weights(tmp_path, 2, fresh)
+    load_trainer_state(tmp_path, 2, fresh, fresh_opt, build_scheduler(fresh_opt))
     trained = dict(model.named_parameters())
     for name, param in fresh.named_parameters():
         assert torch.equal(param, trained[name]), name

@@ -2,7 +2,7 @@
 looprl.inference.vllm.routes.looprl_routes`).
 
 - `POST /update_weights {"path": DIR, "version": N?}` answers `{"version", "path", "model"}` like the
-  embedded engine, so `orchestrator.weights.WeightSync` drives both engines alike:
+  embedded engine, so `orchestrator.weight_sync.WeightSync` drives both engines alike:
   - a full-weights directory (a trainer broadcast or checkpoint): generation is paused once the
     requests in flight finish (new ones wait), every worker copies the tensors into its model
     (`worker.WeightLoader` through `collective_rpc`), the prefix cache is dropped, generation

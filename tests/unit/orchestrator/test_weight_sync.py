@@ -7,7 +7,7 @@ import pytest
 from tests.support.tiny_model import tiny_model
 
 from looprl.handoff import mark_stable
-from looprl.orchestrator.weights import WeightSync
+from looprl.orchestrator.weight_sync import WeightSync
 from looprl.paths import broadcast_dir
 from looprl.trainer.broadcast import broadcast_weights
 

@@ -1,7 +1,9 @@
-"""Response types of the inspector's explaining endpoints: reward arithmetic, tokens, history, snippets.
+"""Response types of the inspector's analysis endpoints: reward arithmetic, tokens, history, snippets,
+histograms.
 
-Like `looprl.inspector.models`, every endpoint of `looprl.inspector.explain` declares one of these as
-its `response_model=`; every string in them comes from a run store and is rendered as text.
+Like `looprl.inspector.api_types`, every endpoint of `looprl.inspector.rollout_analysis` and
+`looprl.inspector.run_analysis` declares one of these as its `response_model=`; every string in them
+comes from a run store and is rendered as text.
 """
 
 from __future__ import annotations

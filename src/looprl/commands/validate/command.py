@@ -50,7 +50,7 @@ class Checks:
 async def local_checks(env: Environment, base_dir: Path, max_examples: int, checks: Checks) -> Example | None:
     """Both dataset splits and the tool schemas, on an env constructed in this process; the first
     train (else eval) example, if any."""
-    from looprl.commands.contract_checks import tool_problems
+    from looprl.commands.validate.contract_checks import tool_problems
     from looprl.envs.base_env import BaseEnv
     from looprl.session.preflight import first_examples
 
@@ -72,15 +72,15 @@ async def local_checks(env: Environment, base_dir: Path, max_examples: int, chec
 async def group_check(args: argparse.Namespace, first: Example, run_dir: Path, base_url: str, model: str,
                       checks: Checks) -> None:
     """One 2-rollout group through env servers and the gateway, as `rl` and `eval` run them."""
-    from looprl.commands.contract_checks import result_problems
-    from looprl.config import SamplingParams
+    from looprl.commands.validate.contract_checks import result_problems
+    from looprl.config import EnvRuntimeConfig, SamplingParams
     from looprl.gateway.app import Gateway
     from looprl.session import RolloutSession
 
     gateway = Gateway(base_url, model, SamplingParams(max_tokens=args.max_tokens))
-    async with RolloutSession(run_dir, kind="validate", env=args.env, gateway=gateway, config={},
-                              splits=["train"], env_args=args.env_args, base_dir=args.base_dir,
-                              timeout_s=600) as session:
+    runtime = EnvRuntimeConfig(source=args.env, args=args.env_args, base_dir=args.base_dir)
+    async with RolloutSession(run_dir, kind="validate", env=runtime, gateway=gateway, config={},
+                              splits=["train"], timeout_s=600) as session:
         group = await session.roll_out(first, "train", 2)
     for r, calls in group:
         print(f"      rollout {r.rollout_id}: {r.termination_reason}, rewards {r.rewards}, "

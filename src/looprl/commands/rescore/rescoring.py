@@ -15,12 +15,13 @@ import asyncio
 import math
 from dataclasses import dataclass, field
 
-from looprl.commands.stored import stored_example, stored_rollout
+from looprl.commands.stored import stored_example
 from looprl.config import OrchestratorConfig
 from looprl.envs.base_env import BaseEnv
 from looprl.envs.failures import RolloutFailure
 from looprl.envs.logging import attribute_group, attribute_to
 from looprl.envs.rollout import BaseRollout
+from looprl.envs.runtime_api import rollout_from_result, score_group, score_rollout
 from looprl.envs.types import Example, GroupRequest, LogRecordData
 from looprl.envserver.capture import LogLimits, close_capture, open_capture
 from looprl.session.advantages import batch_advantages
@@ -71,8 +72,7 @@ async def rescore(env: BaseEnv, records: list[RolloutRecord], settings: Orchestr
             return await _rescore_group(env, group, limits)
 
     rescored = await asyncio.gather(*(one(g) for g in groups.values()))
-    advantages = batch_advantages([[r.after for r in group] for group in rescored], settings.reward_weights,
-                                  settings.include_failed, settings.normalize_std)
+    advantages = batch_advantages([[r.after for r in group] for group in rescored], settings)
     for group, adv in zip(rescored, advantages):
         for item, reward, advantage in zip(group, adv.rewards, adv.advantages):
             item.reward, item.advantage = reward, None if adv.skipped else advantage
@@ -81,8 +81,10 @@ async def rescore(env: BaseEnv, records: list[RolloutRecord], settings: Orchestr
 
 async def _rescore_group(env: BaseEnv, records: list[RolloutRecord], limits: LogLimits | None) -> list[Rescored]:
     scorable = [r for r in records if rescorable(r)]
-    example = stored_example(scorable[0]) if scorable else None  # siblings share their example
-    rollouts = {r.rollout_id: _scorable(r, example) for r in scorable}
+    rollouts: dict[str, BaseRollout] = {}
+    if scorable:
+        example = stored_example(scorable[0])  # siblings share their example
+        rollouts = {r.rollout_id: _scorable(r, example) for r in scorable}
     ids = list(rollouts)
     buffers = {rid: open_capture(rid, limits) for rid in ids}
     try:
@@ -92,7 +94,7 @@ async def _rescore_group(env: BaseEnv, records: list[RolloutRecord], limits: Log
                 first = next(iter(rollouts.values()))
                 request = GroupRequest(group_id=first.group_id, example=first.example, split=first.split,
                                        rollout_ids=ids, model="", base_url_template="")
-                await env._score_group(list(rollouts.values()), request)
+                await score_group(env, list(rollouts.values()), request)
     finally:
         for rid in ids:
             close_capture(rid)
@@ -109,9 +111,11 @@ async def _rescore_group(env: BaseEnv, records: list[RolloutRecord], limits: Log
     return out
 
 
-def _scorable(record: RolloutRecord, example: Example | None) -> BaseRollout:
-    """The stored rollout, ready for its reward hooks (a failed hook's rollout as `finished`)."""
-    rollout = stored_rollout(record, example)
+def _scorable(record: RolloutRecord, example: Example) -> BaseRollout:
+    """The stored rollout, ready for its reward hooks: no reward components yet (the hooks give them again),
+    a failed hook's rollout as `finished`."""
+    rollout = rollout_from_result(record, example)
+    rollout.rewards = {}
     if record.termination_reason in RESCORABLE_FAILURES:
         rollout.termination_reason = "finished"
     return rollout
@@ -120,6 +124,6 @@ def _scorable(record: RolloutRecord, example: Example | None) -> BaseRollout:
 async def _score(env: BaseEnv, rollout: BaseRollout) -> None:
     with attribute_to([rollout.rollout_id]):
         try:
-            await env._score_rollout(rollout)
+            await score_rollout(env, rollout)
         except RolloutFailure as e:
             rollout.fail(e.reason, e.message)

@@ -1,6 +1,5 @@
-"""The inspector's explaining endpoints: why a rollout got its reward and advantage, which tokens it
-sampled and trained on, how its example fared over the run, where a search matched, and per-step
-reward histograms.
+"""The inspector's endpoints that explain one rollout: why it got its reward and advantage, which tokens
+it sampled and trained on, and what its siblings replied (run-wide views: `looprl.inspector.run_analysis`).
 
 Read-only, beside `looprl.inspector.api` (same `/api` prefix and run lookup). The advantage is
 recomputed with the orchestrator's own `group_advantages`, from the run's resolved config, so the
@@ -10,35 +9,28 @@ page shows exactly the rule that produced the stored value.
 from __future__ import annotations
 
 import math
-import threading
-from typing import Any, Literal
+from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 
 from looprl.config import OrchestratorConfig
 from looprl.inspector import queries
-from looprl.inspector.api import run_ref
-from looprl.inspector.catalog import RunRef
-from looprl.inspector.explain_models import (
+from looprl.inspector.analysis_types import (
     BaselineMember,
     CallTokens,
-    ExampleHistory,
     GroupBaseline,
-    HistoryPoint,
     RewardExplanation,
-    RewardHistogram,
     RewardTerm,
-    Snippet,
     TokenView,
 )
+from looprl.inspector.api import run_ref
+from looprl.inspector.catalog import RunRef
 from looprl.inspector.tokens import TokenDecoder
-from looprl.session.advantages import group_advantages
+from looprl.session.advantages import EPS, group_advantages
 from looprl.session.rewards import mean_std, run_reward_rule
 from looprl.store.records import ModelCall
 
 router = APIRouter(prefix="/api")
-EPS = 1e-6
-"""`group_advantages`' default eps, which the orchestrator uses."""
 
 
 def decoder(request: Request) -> TokenDecoder:
@@ -73,7 +65,7 @@ def baseline(row: dict[str, Any], members: list[tuple[str, str, float | None, fl
     """The group's rewards as stored (failures already 0 under `include_failed`), through `group_advantages`."""
     normalize, include_failed = rule.normalize_std, rule.include_failed
     rewards = [reward for _, _, reward, _ in members]
-    adv = group_advantages(rewards, normalize, EPS)
+    adv = group_advantages(rewards, normalize)
     mean, std = mean_std([r for r in rewards if r is not None])
     mine = next(a for (rid, *_), a in zip(members, adv.advantages) if rid == row["rollout_id"])
     return GroupBaseline(
@@ -122,63 +114,3 @@ def replies(rollout_id: str, ref: RunRef = Depends(run_ref)) -> dict[str, str]:
     """The start of each sibling's final reply, by rollout id."""
     with ref.source.connection() as conn:
         return queries.final_replies(conn, head(conn, ref, rollout_id)["group_id"])
-
-
-@router.get("/runs/{run_id}/examples/{example_id}/history", response_model=ExampleHistory)
-def history(example_id: str, ref: RunRef = Depends(run_ref)) -> ExampleHistory:
-    """The example's mean reward at every step it was sampled, per split, with a few of its rollouts."""
-    with ref.source.connection() as conn:
-        rows = queries.example_points(conn, ref.run_id, example_id)
-    points: dict[tuple[str, int], list[tuple[str, float | None]]] = {}
-    for split, step, rollout_id, reward in rows:
-        points.setdefault((split, step), []).append((rollout_id, reward))
-    out = []
-    for (split, step), items in points.items():
-        scored = [r for _, r in items if r is not None]
-        out.append(HistoryPoint(split=split, step=step, rollouts=len(items), scored=len(scored),
-                                mean_reward=sum(scored) / len(scored) if scored else None,
-                                rollout_ids=[rid for rid, _ in items[:8]]))
-    return ExampleHistory(example_id=example_id, points=out)
-
-
-@router.get("/runs/{run_id}/snippets", response_model=dict[str, Snippet])
-def snippets(q: str = Query(..., min_length=1), ids: list[str] = Query(..., max_length=500),
-             ref: RunRef = Depends(run_ref)) -> dict[str, Snippet]:
-    """For each of `ids`, the text the search `q` matched in, cut around the match."""
-    with ref.source.connection() as conn:
-        found = queries.snippets(conn, ids, q.strip())
-    n, c = len(q.strip()), queries.SNIPPET_CONTEXT
-    return {rid: Snippet(where=where, before=("…" if at > c else "") + text[max(0, at - c):at], match=text[at:at + n],
-                         after=text[at + n:at + n + c] + ("…" if at + n + c < len(text) else ""))
-            for rid, (where, text, at) in found.items()}
-
-
-class HistogramCache:
-    """Reward histograms per (run, split), recomputed when the split's rollout count changes."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._cache: dict[tuple[str, str, int], tuple[int, RewardHistogram]] = {}
-
-    def get(self, ref: RunRef, split: str, bins: int) -> RewardHistogram:
-        with ref.source.connection() as conn:
-            count = conn.execute("SELECT COUNT(*) FROM rollouts WHERE run_id=? AND split=?",
-                                 (ref.run_id, split)).fetchone()[0]
-            key = (ref.id, split, bins)
-            with self._lock:
-                hit = self._cache.get(key)
-            if hit and hit[0] == count:
-                return hit[1]
-            lo, hi, counts = queries.reward_histogram(conn, ref.run_id, split, bins)
-        steps = sorted(counts)
-        value = RewardHistogram(lo=lo, hi=hi, bins=bins, steps=steps, counts=[counts[s] for s in steps])
-        with self._lock:
-            self._cache[key] = (count, value)
-        return value
-
-
-@router.get("/runs/{run_id}/reward_histogram", response_model=RewardHistogram)
-def reward_histogram(request: Request, split: Literal["train", "eval"] = "train", bins: int = Query(12, ge=2, le=50),
-                     ref: RunRef = Depends(run_ref)) -> RewardHistogram:
-    """How the split's rewards spread at each step."""
-    return request.app.state.histograms.get(ref, split, bins)

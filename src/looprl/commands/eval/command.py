@@ -85,10 +85,10 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from looprl.commands.endpoint import model_endpoint
-    from looprl.commands.eval_run import EvalConfig, prepare_output, run_eval
-    from looprl.commands.progress import RolloutProgress
-    from looprl.commands.summary import print_summary
-    from looprl.config import SamplingParams
+    from looprl.commands.eval.progress import RolloutProgress
+    from looprl.commands.eval.run import EvalRunConfig, prepare_output, run_eval
+    from looprl.commands.eval.summary import print_summary
+    from looprl.config import EnvRuntimeConfig, SamplingParams
     from looprl.envserver.loading import parse_env_args
     from looprl.session.preflight import check_env
 
@@ -104,13 +104,14 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         base_url, model = model_endpoint(stack, args.base_url, args.model, args.output / "logs" / "inference.log",
                                          args.backend, args.vllm_python)
-        cfg = EvalConfig(
-            env=args.env, env_args=env_args, base_dir=args.base_dir, split=args.split,
-            num_examples=args.num_examples, rollouts_per_example=args.rollouts_per_example,
-            concurrency=args.concurrency, env_workers=args.env_workers, model=model, base_url=base_url,
-            api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), sampling=sampling,
+        runtime = EnvRuntimeConfig(source=args.env, args=env_args, base_dir=args.base_dir, workers=args.env_workers,
+                                   level=args.log_level)
+        cfg = EvalRunConfig(
+            env=runtime, split=args.split, num_examples=args.num_examples,
+            rollouts_per_example=args.rollouts_per_example, concurrency=args.concurrency, model=model,
+            base_url=base_url, api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), sampling=sampling,
             context_budget=args.context_budget, timeout_s=args.timeout, reward_weights=reward_weights,
-            output=args.output, overwrite=args.overwrite, log_level=args.log_level,
+            output=args.output, overwrite=args.overwrite,
         )
         with RolloutProgress(len(examples) * args.rollouts_per_example) as progress:
             summary = asyncio.run(run_eval(cfg, lambda records: progress.advance(r.reward for r in records)))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from looprl.commands.rescoring import Rescored
+    from looprl.commands.rescore.rescoring import Rescored
     from looprl.config import OrchestratorConfig
 
 
@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from looprl.commands.rescoring import rescore
+    from looprl.commands.rescore.rescoring import rescore
     from looprl.commands.stored import env_spec, load_base_env, reward_settings
     from looprl.envserver.capture import install_capture
     from looprl.errors import UserError
@@ -117,8 +117,7 @@ def _counts(console: Console, items: list[Rescored], groups: list[list[Rescored]
     if kept:
         console.print("not re-scored (failed before scoring): " + ", ".join(f"{r} {n}" for r, n in kept.items()),
                       style="dim")
-    old = batch_advantages([[i.before for i in g] for g in groups], settings.reward_weights,
-                           settings.include_failed, settings.normalize_std)
+    old = batch_advantages([[i.before for i in g] for g in groups], settings)
     new_signal = sum(any(i.advantage for i in g) for g in groups)
     console.print(f"groups with a learning signal (a non-zero advantage): {sum(not a.skipped for a in old)} → "
                   f"{new_signal} of {len(groups)}")

@@ -22,10 +22,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from looprl.commands.summary import summarize
-from looprl.config import SamplingParams
+from looprl.commands.eval.summary import summarize
+from looprl.config import EnvRuntimeConfig, SamplingParams
 from looprl.envs.types import DatasetSplit, Example
-from looprl.envserver.capture import LogLimits
 from looprl.errors import UserError
 from looprl.gateway.app import Gateway
 from looprl.paths import db_path, logs_dir
@@ -34,17 +33,15 @@ from looprl.session.rewards import mark_zero_filled
 from looprl.store.records import RolloutRecord
 
 
-class EvalConfig(BaseModel):
+class EvalRunConfig(BaseModel):
     """Everything `looprl eval` needs; built from its flags."""
 
-    env: str
-    env_args: dict[str, Any] = Field(default_factory=dict)
-    base_dir: Path | None = None
+    env: EnvRuntimeConfig
+    """The env, its workers (`--env-workers`) and their logging (`--log-level`)."""
     split: DatasetSplit = "eval"
     num_examples: int = Field(5, ge=1)
     rollouts_per_example: int = Field(3, ge=1)
     concurrency: int = Field(32, ge=1)
-    env_workers: int = Field(1, ge=1)
     model: str
     base_url: str
     api_key: str | None = None
@@ -54,8 +51,6 @@ class EvalConfig(BaseModel):
     reward_weights: dict[str, float] = Field(default_factory=dict)
     output: Path
     overwrite: bool = False
-    log_level: str = "INFO"
-    log_limits: LogLimits = Field(default_factory=LogLimits)
 
 
 class _Slots:
@@ -88,13 +83,11 @@ def prepare_output(output: Path, overwrite: bool) -> None:
     shutil.rmtree(logs_dir(output), ignore_errors=True)
 
 
-async def run_eval(cfg: EvalConfig, on_group: Callable[[list[RolloutRecord]], None] | None = None) -> dict[str, Any]:
+async def run_eval(cfg: EvalRunConfig, on_group: Callable[[list[RolloutRecord]], None] | None = None) -> dict[str, Any]:
     """Run the evaluation; `on_group(records)` is called as each group's rollouts are stored."""
     gateway = Gateway(cfg.base_url, cfg.model, cfg.sampling, cfg.context_budget, cfg.api_key)
     session = RolloutSession(cfg.output, kind="eval", env=cfg.env, gateway=gateway, config=cfg.model_dump(mode="json"),
-                             splits=[cfg.split], env_args=cfg.env_args, base_dir=cfg.base_dir,
-                             workers=cfg.env_workers, timeout_s=cfg.timeout_s, reward_weights=cfg.reward_weights,
-                             env_level=cfg.log_level, log_limits=cfg.log_limits)
+                             splits=[cfg.split], timeout_s=cfg.timeout_s, reward_weights=cfg.reward_weights)
     records: list[RolloutRecord] = []
     started = time.time()
     async with session:

@@ -1,7 +1,7 @@
 """`looprl replay RUN_DIR ROLLOUT_ID [--env FILE:Class] [--pdb]`: run one stored rollout again, here.
 
 The rollout runs in the foreground through the env's normal path (`run_group`, `rollout_context`,
-tools, rewards, log capture) on the example it ran on, while `replay_server` answers its model calls
+tools, rewards, log capture) on the example it ran on, while `recorded_replies` answers its model calls
 with the replies the model gave (no engine). With the run's env unchanged, tool calls and rewards
 execute exactly as they did; with an edited one (`--env`), the differences show. When the env has
 `compute_group_rewards`, the siblings are replayed too, so the group is scored as it was. Prints the
@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from looprl.commands.replay_server import Recording, ReplayServer, recorded_calls
+    from looprl.commands.replay.recorded_replies import Recording, ReplayServer, recorded_calls
     from looprl.commands.stored import env_spec, load_env, reward_settings, stored_example
     from looprl.envs.base_env import BaseEnv
     from looprl.envs.types import GroupRequest
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         group = [record if s.rollout_id == record.rollout_id else reader.rollout(s.rollout_id)
                  for s in reader.siblings(record.group_id)]
     if args.pdb:
-        from looprl.commands.post_mortem import stop_on_error
+        from looprl.commands.replay.post_mortem import stop_on_error
 
         stop_on_error(env)
     install_capture(args.log_level)
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run_group(env, request) -> list[RolloutResult]:
-    from looprl.envs._model_client import aclose_pool
+    from looprl.envs.runtime_api import aclose_pool
     from looprl.envserver.runtime import run_group_captured
 
     try:

@@ -1,0 +1,1 @@
+"""`looprl validate`: the command (`command`) and the contract checks it lists (`contract_checks`)."""

@@ -1,0 +1,63 @@
+"""The seam between the environment SDK and the code that runs environments: what `looprl.envserver`,
+`looprl rescore` and `looprl replay` use of `looprl.envs` beyond the user contract.
+
+Env authors never import it (it is not in `looprl.envs.__all__`). The runtime imports this module and
+the contract's public modules, never the private `_` modules nor `BaseEnv`'s `_` methods: an
+import-linter contract in `pyproject.toml` forbids `looprl.envs._*` outside `looprl.envs`, so what the
+runtime depends on is listed here, in one place.
+
+- the shared HTTP pool of `BaseEnv`'s model clients: `warm_up` before the first rollout, `aclose_pool`
+  when the host shuts down;
+- progress reports while a group runs (`Reporter`, `reporting_to`), which the env worker streams to
+  its server so finished rollouts survive the worker's death;
+- `BaseEnv`'s scoring steps run alone, on rollouts rebuilt from results (`rollout_from_result`):
+  `score_rollout` (`compute_reward`), `score_group` (`compute_group_rewards`), and `score_waiting`
+  (the group hook on rollouts whose worker died while they waited for it).
+"""
+
+from __future__ import annotations
+
+from looprl.envs._model_client import aclose_pool, warm_up
+from looprl.envs._progress import Reporter, reporting_to
+from looprl.envs.base_env import BaseEnv
+from looprl.envs.rollout import BaseRollout
+from looprl.envs.types import Example, GroupRequest, RolloutResult
+
+__all__ = [
+    "Reporter",
+    "aclose_pool",
+    "reporting_to",
+    "rollout_from_result",
+    "score_group",
+    "score_rollout",
+    "score_waiting",
+    "warm_up",
+]
+
+
+def rollout_from_result(result: RolloutResult, example: Example) -> BaseRollout:
+    """A completed rollout as its reward hooks see it again (transcript, counters, rewards, times), from its
+    result or its stored record, on the `example` it ran on."""
+    return BaseRollout(rollout_id=result.rollout_id, group_id=result.group_id, example=example, split=result.split,
+                       messages=[dict(m) for m in result.messages], turns=result.turns, tool_calls=result.tool_calls,
+                       termination_reason=result.termination_reason, rewards=dict(result.rewards),
+                       started_at=result.started_at, finished_at=result.finished_at)
+
+
+async def score_rollout(env: BaseEnv, rollout: BaseRollout) -> None:
+    """`compute_reward` on a completed rollout, as `run_group` runs it (`RolloutFailure` propagates)."""
+    await env._score_rollout(rollout)
+
+
+async def score_group(env: BaseEnv, rollouts: list[BaseRollout], request: GroupRequest) -> None:
+    """`compute_group_rewards` on the group's rollouts not failed, as `run_group` runs it (a failing hook
+    fails them)."""
+    await env._score_group(rollouts, request)
+
+
+async def score_waiting(env: BaseEnv, request: GroupRequest, results: list[RolloutResult]) -> list[RolloutResult]:
+    """`compute_group_rewards` on rollouts that were done and waited for it (their results: transcripts,
+    `compute_reward` components), without their `rollout_context`s, as `score_group` scores them."""
+    rollouts = [rollout_from_result(r, request.example) for r in results]
+    await env._score_group(rollouts, request)
+    return [env._result(r, request) for r in rollouts]

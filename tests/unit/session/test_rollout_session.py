@@ -87,7 +87,7 @@ def test_rl_and_eval_honour_json_logging_and_log_limits(tmp_path):
     with ScriptedServer(lambda body: Reply("<answer>1</answer>")) as server:
         cfg = load_config(RLConfig, ["--env.source", ENV, "--env.eval_split", "train",  # one env server, not two
                                      "--log.json_logging", "true", "--log.env_limits.max_records", "0"])
-        rl = Orchestrator(cfg, tmp_path / "rl", server.base_url.removesuffix("/v1"), "scripted")
+        rl = Orchestrator(cfg, tmp_path / "rl", [server.base_url.removesuffix("/v1")], "scripted")
         rl_result = asyncio.run(roll_one(rl.session, "train"))
         runtime = EnvRuntimeConfig(source=ENV, json_logging=True, log_limits=LogLimits(max_records=0))
         asyncio.run(run_eval(EvalRunConfig(env=runtime, num_examples=1, rollouts_per_example=1, model="scripted",

@@ -4,10 +4,12 @@ One process (`python -m looprl.trainer`) or `world_size` ranks under torchrun, w
 `WORLD_SIZE` and `LOCAL_RANK`: NCCL on GPUs (rank r on its `cuda:LOCAL_RANK`), gloo on the CPU. The
 same code runs either way:
 
-- `shard` applies FSDP2 (`fully_shard`) to each decoder layer and then the root, with bfloat16
+- `prepare` applies FSDP2 (`fully_shard`) to each decoder layer and then the root, with bfloat16
   parameters and float32 gradient reduction when the compute dtype is bfloat16 (the sharded master
-  weights and AdamW state stay float32). One process keeps its model whole and runs bfloat16 under
-  `autocast`.
+  weights and AdamW state stay float32). The model arrives whole on the CPU and `fully_shard` moves
+  each layer's shard to the GPU as it splits it, so a rank never holds more than its shards plus one
+  whole layer (a 7B model whole in fp32 is 28 GB per rank). One process keeps its model whole and
+  runs bfloat16 under `autocast`.
 - `assign` hands out a step's micro-batches by tokens (longest first, to the least loaded rank), so
   ranks finish together; every rank runs as many passes as the busiest (the others pad with
   zero-weight passes), since each FSDP pass is a collective.
@@ -37,14 +39,12 @@ class Ranks:
     world_size: int = 1
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     compute_dtype: torch.dtype = torch.float32
+    distributed: bool = False
+    """In a process group, the model sharded with FSDP2 (torchrun's ranks; or one rank, as `bench/gpu_check.py`)."""
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
-
-    @property
-    def distributed(self) -> bool:
-        return self.world_size > 1
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """bfloat16 compute over float32 weights (a no-op in float32)."""
@@ -67,7 +67,7 @@ def setup(device: str = "auto", dtype: str = "auto") -> Ranks:
     if world_size > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if cuda else "gloo", device_id=where if cuda else None)
     compute = torch.bfloat16 if dtype == "bfloat16" or (dtype == "auto" and cuda) else torch.float32
-    return Ranks(dist.get_rank() if world_size > 1 else 0, world_size, where, compute)
+    return Ranks(dist.get_rank() if world_size > 1 else 0, world_size, where, compute, world_size > 1)
 
 
 def teardown(ranks: Ranks) -> None:
@@ -84,7 +84,7 @@ def decoder_layers(model: Any) -> list[torch.nn.Module]:
 
 
 def prepare(model: Any, ranks: Ranks, *, compile: bool = False, activation_checkpointing: bool = False) -> Any:
-    """Move the (whole, loaded) model to its device and, with several ranks, shard it."""
+    """Move the (whole, loaded on the CPU) model to its device or, with several ranks, shard it there."""
     if activation_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if hasattr(model, "enable_input_require_grads"):
@@ -95,13 +95,23 @@ def prepare(model: Any, ranks: Ranks, *, compile: bool = False, activation_check
             layer.compile()
     if not ranks.distributed:
         return model.to(ranks.device)
+    return _shard(model, layers, ranks)
+
+
+def _shard(model: Any, layers: list[torch.nn.Module], ranks: Ranks) -> Any:
+    """FSDP2 over the process group: each layer, then the root (embeddings, final norm, lm_head).
+
+    The model stays where it was loaded (the CPU): `fully_shard` moves each module's parameters to the
+    mesh's device and keeps this rank's shard, one module at a time. The mesh is built on
+    `ranks.device`'s type explicitly (torch's default is the accelerator, even for a CPU trainer)."""
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+    mesh = init_device_mesh(ranks.device.type, (dist.get_world_size(),))
     mp = MixedPrecisionPolicy(param_dtype=ranks.compute_dtype, reduce_dtype=torch.float32)
-    model.to(ranks.device)
     for layer in layers:
-        fully_shard(layer, mp_policy=mp)
-    fully_shard(model, mp_policy=mp)
+        fully_shard(layer, mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
     return model
 
 

@@ -1,0 +1,33 @@
+"""FSDP2 on one gloo rank in this process: the model is sharded where it was loaded, never moved whole
+first (on GPUs a whole fp32 model on every rank is what stops a 32B one from starting)."""
+
+from unittest import mock
+
+import pytest
+import torch
+import torch.distributed as dist
+from tests.support.tiny_model import tiny_model
+
+from looprl.trainer import parallel
+from looprl.trainer.logprobs import token_logprobs
+
+
+@pytest.fixture
+def one_rank(tmp_path):
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    try:
+        yield parallel.Ranks(distributed=True)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_shards_without_moving_the_whole_model_first(one_rank):
+    model = tiny_model()
+    ids, pos = torch.tensor([5, 9, 3, 7, 2]), torch.arange(5)
+    expected, _ = token_logprobs(tiny_model(), ids, pos)
+    with mock.patch.object(model, "to", wraps=model.to) as to:
+        sharded = parallel.prepare(model, one_rank)
+    to.assert_not_called()
+    assert all(type(p).__name__ == "DTensor" for p in sharded.parameters())
+    logprobs, _ = token_logprobs(sharded, ids, pos)
+    torch.testing.assert_close(logprobs, expected)

@@ -32,6 +32,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from looprl.config.deployment import MEMORY_FRACTION_ENV
+
+SHARED_GPU_MARGIN = 0.05
+"""Share of a shared GPU left to neither process: the CUDA contexts, NCCL and cuBLAS workspaces live
+outside both caching allocators' caps."""
+
 
 @dataclass(frozen=True)
 class Ranks:
@@ -57,12 +63,19 @@ class Ranks:
 
 
 def setup(device: str = "auto", dtype: str = "auto") -> Ranks:
-    """This process's `Ranks`, joining torchrun's process group when there is one."""
+    """This process's `Ranks`, joining torchrun's process group when there is one.
+
+    On a GPU shared with the engine (the launcher then sets `LOOPRL_GPU_MEMORY_FRACTION` to the
+    engine's share, `deployment.inference_memory_fraction`) the trainer caps its own allocator at the
+    rest less `SHARED_GPU_MARGIN`: otherwise whichever process allocates second runs out of memory."""
     cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     where = torch.device("cpu")
     if cuda:
         where = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(where)
+        engine_share = os.environ.get(MEMORY_FRACTION_ENV)
+        if engine_share:
+            torch.cuda.set_per_process_memory_fraction(1.0 - float(engine_share) - SHARED_GPU_MARGIN, where)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if cuda else "gloo", device_id=where if cuda else None)

@@ -11,8 +11,10 @@ prompts need none of it. Other entries are 0.
 
 Two attention paths give the same result: a dense `[T, T]` boolean mask (`tree_attention`, the
 model's `sdpa`/`eager` attention), and with `attn_implementation = "flex_attention"` (the trainer's
-choice on CUDA) a flex_attention `BlockMask` (`tree_block_mask`) that never builds the T x T mask, so
-rows of 8k-32k tokens fit. The tensors stay on `token_ids`' device.
+choice on CUDA) a flex_attention `BlockMask` (`tree_block_mask`). Its construction is compiled (once,
+with dynamic shapes, so rows of any length reuse it): uncompiled, `create_block_mask` evaluates the
+rule on the dense T x T grid first (1 GiB per bool copy at 32k tokens, several copies), compiled it
+never builds it, so rows of 8k-32k tokens fit. The tensors stay on `token_ids`' device.
 
 Logprobs are of the raw logits (temperature 1), the engine's default `raw_logprobs` mode.
 """
@@ -86,14 +88,21 @@ def tree_attention(trees: Sequence[Tree]) -> torch.Tensor:
 def tree_block_mask(trees: Sequence[Tree], device: torch.device) -> Any:
     """The same rule as `tree_attention`, as a flex_attention `BlockMask` (blocks of 128 tokens that no
     query may see are skipped; no `[T, T]` tensor is built)."""
-    from torch.nn.attention.flex_attention import create_block_mask
+    return _compiled_block_mask(*_labels(trees, device))
 
-    tree_of, branch_of = _labels(trees, device)
+
+def _block_mask(tree_of: torch.Tensor, branch_of: torch.Tensor) -> Any:
+    from torch.nn.attention.flex_attention import create_block_mask
 
     def visible(batch: torch.Tensor, head: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return (tree_of[q] == tree_of[k]) & ((branch_of[k] == 0) | (branch_of[q] == branch_of[k])) & (k <= q)
 
-    return create_block_mask(visible, None, None, len(tree_of), len(tree_of), device=device)
+    return create_block_mask(visible, None, None, len(tree_of), len(tree_of), device=tree_of.device)
+
+
+# torch's advice for create_block_mask: the labels are graph inputs, the rule is traced inside the
+# compiled function, and `dynamic=True` makes one compilation serve every row length.
+_compiled_block_mask = torch.compile(_block_mask, dynamic=True)
 
 
 def _labels(trees: Sequence[Tree], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

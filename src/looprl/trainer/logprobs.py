@@ -7,7 +7,8 @@ computed once. Entry t of the result is the logprob of token t given what preced
 sample: for most tokens the logits at t-1, for a branch's first token the logits at its prefix's
 last token. Only positions that predict a loss token go through the vocabulary projection
 (`logits_to_keep` as indices): with a 49k vocabulary that is a large share of the compute, and
-prompts need none of it. Other entries are 0.
+prompts need none of it. That projection is the trainer's `LogprobHead` (`trainer.logprob_head`):
+float32, a chunk of tokens at a time, so the full logits never exist. Other entries are 0.
 
 Two attention paths give the same result: a dense `[T, T]` boolean mask (`tree_attention`, the
 model's `sdpa`/`eager` attention), and with `attn_implementation = "flex_attention"` (the trainer's
@@ -27,6 +28,7 @@ from typing import Any
 import torch
 
 from looprl.handoff import Tree, row_segments
+from looprl.trainer.logprob_head import logprob_head
 
 
 def token_logprobs(model: Any, token_ids: torch.Tensor, position_ids: torch.Tensor,
@@ -40,17 +42,12 @@ def token_logprobs(model: Any, token_ids: torch.Tensor, position_ids: torch.Tens
     trees = trees or [Tree(prefix=len(token_ids))]
     one_sequence = len(trees) == 1 and not trees[0].branches  # plain causal attention, no mask needed
     targets = loss_mask.nonzero().squeeze(1)
-    logits = model(input_ids=token_ids[None], position_ids=position_ids[None], use_cache=False,
-                   attention_mask=None if one_sequence else attention_mask(model, trees, device),
-                   logits_to_keep=predecessors(trees).to(device)[targets]).logits[0]
-    logp_all = torch.log_softmax(logits.float(), dim=-1)
-    logprobs = torch.zeros(len(token_ids), dtype=logp_all.dtype, device=device).index_put(
-        (targets,), logp_all.gather(1, token_ids[targets, None]).squeeze(1))
-    entropy = None
-    if with_entropy:
-        with torch.no_grad():
-            entropy = torch.zeros(len(token_ids), device=device).index_put(
-                (targets,), -(logp_all.exp() * logp_all).sum(-1))
+    with logprob_head(model).scoring(token_ids[targets]):
+        scored = model(input_ids=token_ids[None], position_ids=position_ids[None], use_cache=False,
+                       attention_mask=None if one_sequence else attention_mask(model, trees, device),
+                       logits_to_keep=predecessors(trees).to(device)[targets]).logits[0]
+    logprobs = torch.zeros(len(token_ids), device=device).index_put((targets,), scored[:, 0])
+    entropy = torch.zeros(len(token_ids), device=device).index_put((targets,), scored[:, 1]) if with_entropy else None
     return logprobs, entropy
 
 

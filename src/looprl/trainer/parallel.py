@@ -33,6 +33,7 @@ import torch
 import torch.distributed as dist
 
 from looprl.config.deployment import MEMORY_FRACTION_ENV
+from looprl.trainer.logprob_head import logprob_head
 
 SHARED_GPU_MARGIN = 0.05
 """Share of a shared GPU left to neither process: the CUDA contexts, NCCL and cuBLAS workspaces live
@@ -102,6 +103,7 @@ def prepare(model: Any, ranks: Ranks, *, compile: bool = False, activation_check
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if hasattr(model, "enable_input_require_grads"):
             model.enable_input_require_grads()  # LoRA: frozen embeddings would cut the checkpointed graph
+    logprob_head(model)  # in place of the lm_head before FSDP wraps the modules
     layers = decoder_layers(model)
     if compile:
         for layer in layers:

@@ -2,28 +2,15 @@
 T x T mask (uncompiled it took 2.5 GiB at 16k tokens), and the block mask computes the dense mask's
 logprobs (forward only: flex_attention has no backward on the CPU)."""
 
-from pathlib import Path
-
 import pytest
 import torch
+from tests.support.memory import peak_rss_growth_mib
 from tests.support.tiny_model import tiny_model
 
 from looprl.handoff import Tree
 from looprl.trainer.logprobs import token_logprobs, tree_block_mask
 
 pytestmark = pytest.mark.slow  # compiles (about a minute on a busy CPU; cached afterwards)
-
-
-def _peak_rss_growth_mib(fn) -> float:
-    """How far the process's resident memory peaks above where it stood (Linux: VmHWM, reset first)."""
-    def high_water() -> float:
-        line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmHWM:"))
-        return int(line.split()[1]) / 1024
-
-    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current resident size
-    before = high_water()
-    fn()
-    return high_water() - before
 
 
 def _row(tokens: int) -> list[Tree]:
@@ -33,7 +20,7 @@ def _row(tokens: int) -> list[Tree]:
 
 def test_block_mask_at_8k_tokens_never_builds_the_dense_mask():
     tree_block_mask(_row(1024), torch.device("cpu"))  # compile first: compiling takes memory too
-    growth = _peak_rss_growth_mib(lambda: tree_block_mask(_row(8192), torch.device("cpu")))
+    growth = peak_rss_growth_mib(lambda: tree_block_mask(_row(8192), torch.device("cpu")))
     assert growth < 32, f"{growth:.0f} MiB: a dense 8k x 8k bool mask alone is 64 MiB"
 
 

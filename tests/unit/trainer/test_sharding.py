@@ -13,21 +13,21 @@ from looprl.trainer.logprobs import token_logprobs
 
 
 @pytest.fixture
-def one_rank(tmp_path):
+def group(tmp_path):
+    """A one-rank gloo process group for the test's duration."""
     dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
-    try:
-        yield parallel.Ranks(distributed=True)
-    finally:
-        dist.destroy_process_group()
+    yield
+    dist.destroy_process_group()
 
 
-def test_shards_without_moving_the_whole_model_first(one_rank):
+def test_shards_without_moving_the_whole_model_first(group):
     model = tiny_model()
     ids, pos = torch.tensor([5, 9, 3, 7, 2]), torch.arange(5)
     expected, _ = token_logprobs(tiny_model(), ids, pos)
     with mock.patch.object(model, "to", wraps=model.to) as to:
-        sharded = parallel.prepare(model, one_rank)
+        sharded = parallel.prepare(model, parallel.Ranks(distributed=True))
     to.assert_not_called()
     assert all(type(p).__name__ == "DTensor" for p in sharded.parameters())
     logprobs, _ = token_logprobs(sharded, ids, pos)
     torch.testing.assert_close(logprobs, expected)
+

@@ -5,11 +5,11 @@ One process (`python -m looprl.trainer`) or `world_size` ranks under torchrun, w
 same code runs either way:
 
 - `prepare` applies FSDP2 (`fully_shard`) to each decoder layer and then the root, with bfloat16
-  parameters and float32 gradient reduction when the compute dtype is bfloat16 (the sharded master
-  weights and AdamW state stay float32). The model arrives whole on the CPU and `fully_shard` moves
-  each layer's shard to the GPU as it splits it, so a rank never holds more than its shards plus one
-  whole layer (a 7B model whole in fp32 is 28 GB per rank). One process keeps its model whole and
-  runs bfloat16 under `autocast`.
+  layer parameters and float32 gradient reduction when the compute dtype is bfloat16 (the sharded
+  master weights and AdamW state stay float32; the root, which holds the lm_head, computes in
+  float32). The model arrives whole on the CPU and `fully_shard` moves each layer's shard to the GPU
+  as it splits it, so a rank never holds more than its shards plus one whole layer (a 7B model whole
+  in fp32 is 28 GB per rank). One process keeps its model whole and runs bfloat16 under `autocast`.
 - `assign` hands out a step's micro-batches by tokens (longest first, to the least loaded rank), so
   ranks finish together; every rank runs as many passes as the busiest (the others pad with
   zero-weight passes), since each FSDP pass is a collective.
@@ -123,10 +123,12 @@ def _shard(model: Any, layers: list[torch.nn.Module], ranks: Ranks) -> Any:
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     mesh = init_device_mesh(ranks.device.type, (dist.get_world_size(),))
-    mp = MixedPrecisionPolicy(param_dtype=ranks.compute_dtype, reduce_dtype=torch.float32)
+    layer_policy = MixedPrecisionPolicy(param_dtype=ranks.compute_dtype, reduce_dtype=torch.float32)
     for layer in layers:
-        fully_shard(layer, mesh=mesh, mp_policy=mp)
-    fully_shard(model, mesh=mesh, mp_policy=mp)
+        fully_shard(layer, mesh=mesh, mp_policy=layer_policy)
+    # the root (embeddings, final norm, the logprob head) computes in float32: a bfloat16 lm_head adds
+    # logprob noise against the engine's; its cost is small next to the layers'
+    fully_shard(model, mesh=mesh, mp_policy=MixedPrecisionPolicy(param_dtype=torch.float32))
     return model
 
 

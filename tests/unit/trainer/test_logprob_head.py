@@ -1,5 +1,5 @@
 """The trainer's logprob head: chunks of tokens give the full computation's logprobs, entropies and
-gradients (to 1e-5) with a bounded peak memory (the full logits of that test: 2 GiB of peak memory)."""
+gradients (to 1e-5) with a bounded peak memory, and the projection stays float32 under bfloat16 autocast."""
 
 import pytest
 import torch
@@ -46,6 +46,17 @@ def test_peak_memory_is_a_chunk_of_logits_not_all_of_them(monkeypatch):
 
     growth = peak_rss_growth_mib(forward_and_backward)
     assert growth < 256, f"{growth:.0f} MiB"
+
+
+def test_the_head_is_float32_under_bfloat16_autocast():
+    model = tiny_model()
+    ids, pos = torch.tensor([5, 9, 3, 7, 2, 11, 4]), torch.arange(7)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logprobs, _ = token_logprobs(model, ids, pos)
+        hidden = model.model(input_ids=ids[None], position_ids=pos[None]).last_hidden_state[0, :-1]
+    expected = torch.log_softmax(hidden.float() @ model.model.embed_tokens.weight.float().T, -1)
+    torch.testing.assert_close(logprobs[1:], expected.gather(1, ids[1:, None]).squeeze(1), atol=1e-5, rtol=1e-5)
+    assert logprobs.dtype == torch.float32
 
 
 @pytest.mark.parametrize("config", [{"final_logit_softcapping": 30.0}])

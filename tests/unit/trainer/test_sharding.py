@@ -31,3 +31,12 @@ def test_shards_without_moving_the_whole_model_first(group):
     logprobs, _ = token_logprobs(sharded, ids, pos)
     torch.testing.assert_close(logprobs, expected)
 
+
+def test_layers_compute_in_bfloat16_and_the_logprob_head_in_float32(group):
+    model = parallel.prepare(tiny_model(), parallel.Ranks(compute_dtype=torch.bfloat16, distributed=True))
+    seen = {}
+    model.lm_head.register_forward_pre_hook(lambda module, args: seen.update(head=module.weight.dtype))
+    model.model.layers[0].self_attn.q_proj.register_forward_pre_hook(
+        lambda module, args: seen.update(layer=module.weight.dtype))
+    token_logprobs(model, torch.tensor([5, 9, 3, 7, 2]), torch.arange(5))
+    assert seen == {"head": torch.float32, "layer": torch.bfloat16}

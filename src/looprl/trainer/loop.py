@@ -68,7 +68,7 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
     optimizer = build_optimizer(model, tcfg.optim.lr, tcfg.optim.weight_decay, tcfg.optim.betas)
     scheduler = build_scheduler(optimizer, tcfg.optim.warmup_steps)
     if resume_step:
-        _, with_optimizer = load_trainer_state(run_dir, resume_step, model, optimizer, scheduler)
+        _, with_optimizer = load_trainer_state(run_dir, resume_step, model, optimizer, scheduler, ranks)
         if not with_optimizer:
             log.warning("checkpoint {} holds no optimizer state (trainer.checkpoint.final_optimizer = false): "
                         "AdamW starts afresh", resume_step)

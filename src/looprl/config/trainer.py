@@ -123,7 +123,8 @@ class TrainerConfig(Strict):
     """Where the trainer computes: `auto` is CUDA when present, else the CPU."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Compute dtype (`auto`: bfloat16 on CUDA, float32 on the CPU). Weights and optimizer state stay
-    float32 (master weights); bfloat16 runs the forward and backward passes under autocast."""
+    float32 (master weights); bfloat16 runs the decoder layers' forward and backward passes (autocast, or
+    FSDP2's mixed precision); the lm_head and the logprobs stay float32."""
     compile: bool = False
     """`torch.compile` each decoder layer."""
     activation_checkpointing: bool = False

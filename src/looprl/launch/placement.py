@@ -2,7 +2,7 @@
 
     no GPU              engine and trainer on the CPU; `trainer.world_size` CPU ranks (gloo)
     one GPU             engine and trainer share GPU 0; the engine takes `inference_memory_fraction`
-                        (`LOOPRL_GPU_MEMORY_FRACTION` in its environment)
+                        (`LOOPRL_GPU_MEMORY_FRACTION` in both environments), the trainer the rest
     several GPUs        `[deployment]` lists (default: engine on GPU 0, one trainer rank per other GPU)
 
 Each process sees only its GPUs (`CUDA_VISIBLE_DEVICES`), so inside it they count from 0. The
@@ -55,9 +55,10 @@ def place(cfg: RLConfig, gpu_count: int, visible: Sequence[str] | None = None) -
         raise UserError(f"[deployment] names GPU(s) {unknown}, but this machine has {gpu_count}")
     names = list(visible) if visible is not None else visible_gpus(gpu_count)
     engine_env = {"CUDA_VISIBLE_DEVICES": ",".join(names[g] for g in inference)}
+    trainer_env = {"CUDA_VISIBLE_DEVICES": ",".join(names[g] for g in trainer)}
     if set(inference) & set(trainer):
-        engine_env[MEMORY_FRACTION_ENV] = str(dep.inference_memory_fraction)
-    return Placement(len(trainer), engine_env, {"CUDA_VISIBLE_DEVICES": ",".join(names[g] for g in trainer)})
+        engine_env[MEMORY_FRACTION_ENV] = trainer_env[MEMORY_FRACTION_ENV] = str(dep.inference_memory_fraction)
+    return Placement(len(trainer), engine_env, trainer_env)
 
 
 def trainer_command(python: str, run_dir: Path, ranks: int, args: list[str]) -> list[str]:

@@ -200,7 +200,7 @@ def share_cpu_threads(max_off_policy_steps: int) -> None:
     wait, so two processes each using every core slow each other down several times over: each gets
     half of the cores. At 0 they take turns (the engine waits for the new weights while the trainer
     trains, the trainer waits for the batch), so each gets every core: on 2 cores that made the demo
-    reach 95 % of its maximum reward sooner than overlapping did ("Learning speed" in the README).
+    reach 95 % of its maximum reward sooner than overlapping did (docs/benchmarks.md).
     Idle threads sleep either way, and a user's OMP_NUM_THREADS wins. The children inherit this."""
     if local_gpu_count():
         return

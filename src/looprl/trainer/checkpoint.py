@@ -3,7 +3,8 @@
 A checkpoint holds the HF-format weights (with LoRA: the adapters) and tokenizer, so the directory
 also loads as a model; `optimizer/`, AdamW's state sharded by `torch.distributed.checkpoint` (each
 rank writes its own shard; left out of a weights-only checkpoint); and `trainer_state.pt`: scheduler,
-the RNG states (python, torch) and whatever progress the caller passes (e.g. the orchestrator's
+the RNG states (python, torch, and on GPUs each rank's CUDA generator, which LoRA dropout draws from)
+and whatever progress the caller passes (e.g. the orchestrator's
 position in the dataset), which is also written as `progress.json` so processes without torch can
 read it (`paths.progress_path`). It is written to a temporary sibling, `progress.json` last, and
 renamed into place: `handoff.latest_checkpoint` (the one definition of a complete checkpoint) never
@@ -31,7 +32,7 @@ import torch
 from looprl.handoff import step_dirs
 from looprl.paths import broadcast_dir, checkpoint_dir, checkpoints_dir, progress_path
 from looprl.trainer.lora import is_lora, load_adapters
-from looprl.trainer.parallel import Ranks
+from looprl.trainer.parallel import Ranks, gather_objects
 from looprl.trainer.weight_files import (
     MODEL_FILE,
     StateDict,
@@ -65,13 +66,14 @@ def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: Any, optimi
 
         dcp.save(get_optimizer_state_dict(model, optimizer), checkpoint_id=tmp / OPTIMIZER_DIR,
                  no_dist=not ranks.distributed)
+    cuda_rng = gather_objects(torch.cuda.get_rng_state(ranks.device) if ranks.device.type == "cuda" else None, ranks)
     if ranks.is_main:
         assert state is not None
         _save_weights(tmp, run_dir, step, model, state)
         tokenizer.save_pretrained(tmp)
-    if ranks.is_main:
-        torch.save({"step": step, "scheduler": scheduler.state_dict(), "progress": progress or {},
-                    "rng": {"python": random.getstate(), "torch": torch.get_rng_state()}}, tmp / STATE_FILE)
+        rng = {"python": random.getstate(), "torch": torch.get_rng_state(), "cuda": cuda_rng}
+        torch.save({"step": step, "scheduler": scheduler.state_dict(), "progress": progress or {}, "rng": rng},
+                   tmp / STATE_FILE)
         (tmp / progress_path(run_dir, step).name).write_text(json.dumps(progress or {}))
         shutil.rmtree(target, ignore_errors=True)
         os.rename(tmp, target)
@@ -109,8 +111,10 @@ def load_weights(run_dir: Path, step: int, model: Any) -> None:
 
 
 def load_trainer_state(run_dir: Path, step: int, model: Any, optimizer: torch.optim.Optimizer,
-                       scheduler: torch.optim.lr_scheduler.LRScheduler) -> tuple[dict[str, Any], bool]:
+                       scheduler: torch.optim.lr_scheduler.LRScheduler,
+                       ranks: Ranks | None = None) -> tuple[dict[str, Any], bool]:
     """Restore optimizer (when saved), scheduler and RNGs; `(the saved progress, optimizer restored)`."""
+    ranks = ranks or Ranks()
     path = checkpoint_dir(run_dir, step)
     restored = (path / OPTIMIZER_DIR).is_dir()
     if restored:
@@ -127,6 +131,9 @@ def load_trainer_state(run_dir: Path, step: int, model: Any, optimizer: torch.op
     scheduler.load_state_dict(saved["scheduler"])
     random.setstate(saved["rng"]["python"])
     torch.set_rng_state(saved["rng"]["torch"])
+    cuda_rng = [state for state in saved["rng"].get("cuda") or [] if state is not None]
+    if cuda_rng and ranks.device.type == "cuda":  # resumed with other ranks: each takes one of the saved
+        torch.cuda.set_rng_state(cuda_rng[ranks.rank % len(cuda_rng)], ranks.device)
     return saved["progress"], restored
 
 

@@ -7,12 +7,15 @@ computed once. Entry t of the result is the logprob of token t given what preced
 sample: for most tokens the logits at t-1, for a branch's first token the logits at its prefix's
 last token. Only positions that predict a loss token go through the vocabulary projection
 (`logits_to_keep` as indices): with a 49k vocabulary that is a large share of the compute, and
-prompts need none of it. Other entries are 0.
+prompts need none of it. That projection is the trainer's `LogprobHead` (`trainer.logprob_head`):
+float32, a chunk of tokens at a time, so the full logits never exist. Other entries are 0.
 
 Two attention paths give the same result: a dense `[T, T]` boolean mask (`tree_attention`, the
 model's `sdpa`/`eager` attention), and with `attn_implementation = "flex_attention"` (the trainer's
-choice on CUDA) a flex_attention `BlockMask` (`tree_block_mask`) that never builds the T x T mask, so
-rows of 8k-32k tokens fit. The tensors stay on `token_ids`' device.
+choice on CUDA) a flex_attention `BlockMask` (`tree_block_mask`). Its construction is compiled (once,
+with dynamic shapes, so rows of any length reuse it): uncompiled, `create_block_mask` evaluates the
+rule on the dense T x T grid first (1 GiB per bool copy at 32k tokens, several copies), compiled it
+never builds it, so rows of 8k-32k tokens fit. The tensors stay on `token_ids`' device.
 
 Logprobs are of the raw logits (temperature 1), the engine's default `raw_logprobs` mode.
 """
@@ -25,6 +28,7 @@ from typing import Any
 import torch
 
 from looprl.handoff import Tree, row_segments
+from looprl.trainer.logprob_head import logprob_head
 
 
 def token_logprobs(model: Any, token_ids: torch.Tensor, position_ids: torch.Tensor,
@@ -38,17 +42,12 @@ def token_logprobs(model: Any, token_ids: torch.Tensor, position_ids: torch.Tens
     trees = trees or [Tree(prefix=len(token_ids))]
     one_sequence = len(trees) == 1 and not trees[0].branches  # plain causal attention, no mask needed
     targets = loss_mask.nonzero().squeeze(1)
-    logits = model(input_ids=token_ids[None], position_ids=position_ids[None], use_cache=False,
-                   attention_mask=None if one_sequence else attention_mask(model, trees, device),
-                   logits_to_keep=predecessors(trees).to(device)[targets]).logits[0]
-    logp_all = torch.log_softmax(logits.float(), dim=-1)
-    logprobs = torch.zeros(len(token_ids), dtype=logp_all.dtype, device=device).index_put(
-        (targets,), logp_all.gather(1, token_ids[targets, None]).squeeze(1))
-    entropy = None
-    if with_entropy:
-        with torch.no_grad():
-            entropy = torch.zeros(len(token_ids), device=device).index_put(
-                (targets,), -(logp_all.exp() * logp_all).sum(-1))
+    with logprob_head(model).scoring(token_ids[targets]):
+        scored = model(input_ids=token_ids[None], position_ids=position_ids[None], use_cache=False,
+                       attention_mask=None if one_sequence else attention_mask(model, trees, device),
+                       logits_to_keep=predecessors(trees).to(device)[targets]).logits[0]
+    logprobs = torch.zeros(len(token_ids), device=device).index_put((targets,), scored[:, 0])
+    entropy = torch.zeros(len(token_ids), device=device).index_put((targets,), scored[:, 1]) if with_entropy else None
     return logprobs, entropy
 
 
@@ -86,14 +85,21 @@ def tree_attention(trees: Sequence[Tree]) -> torch.Tensor:
 def tree_block_mask(trees: Sequence[Tree], device: torch.device) -> Any:
     """The same rule as `tree_attention`, as a flex_attention `BlockMask` (blocks of 128 tokens that no
     query may see are skipped; no `[T, T]` tensor is built)."""
-    from torch.nn.attention.flex_attention import create_block_mask
+    return _compiled_block_mask(*_labels(trees, device))
 
-    tree_of, branch_of = _labels(trees, device)
+
+def _block_mask(tree_of: torch.Tensor, branch_of: torch.Tensor) -> Any:
+    from torch.nn.attention.flex_attention import create_block_mask
 
     def visible(batch: torch.Tensor, head: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return (tree_of[q] == tree_of[k]) & ((branch_of[k] == 0) | (branch_of[q] == branch_of[k])) & (k <= q)
 
-    return create_block_mask(visible, None, None, len(tree_of), len(tree_of), device=device)
+    return create_block_mask(visible, None, None, len(tree_of), len(tree_of), device=tree_of.device)
+
+
+# torch's advice for create_block_mask: the labels are graph inputs, the rule is traced inside the
+# compiled function, and `dynamic=True` makes one compilation serve every row length.
+_compiled_block_mask = torch.compile(_block_mask, dynamic=True)
 
 
 def _labels(trees: Sequence[Tree], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

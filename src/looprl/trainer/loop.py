@@ -66,11 +66,13 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
     model = parallel.prepare(model, ranks, compile=tcfg.compile, activation_checkpointing=tcfg.activation_checkpointing)
     ref_model = None
     if tcfg.loss.kl_coef > 0:
+        # eval mode: transformers re-wraps its compiled flex_attention whenever `training` flips, but torch
+        # 2.13 reuses the compiled code (counted: bench/gpu_check.py's `recompiles`, 0 new on a second pass)
         ref_model = parallel.prepare(load_policy(cfg.model.name, attn_implementation=attention)[0].eval(), ranks)
     optimizer = build_optimizer(model, tcfg.optim.lr, tcfg.optim.weight_decay, tcfg.optim.betas)
     scheduler = build_scheduler(optimizer, tcfg.optim.warmup_steps)
     if resume_step:
-        _, with_optimizer = load_trainer_state(run_dir, resume_step, model, optimizer, scheduler)
+        _, with_optimizer = load_trainer_state(run_dir, resume_step, model, optimizer, scheduler, ranks)
         if not with_optimizer:
             log.warning("checkpoint {} holds no optimizer state (trainer.checkpoint.final_optimizer = false): "
                         "AdamW starts afresh", resume_step)

@@ -4,10 +4,12 @@ One process (`python -m looprl.trainer`) or `world_size` ranks under torchrun, w
 `WORLD_SIZE` and `LOCAL_RANK`: NCCL on GPUs (rank r on its `cuda:LOCAL_RANK`), gloo on the CPU. The
 same code runs either way:
 
-- `shard` applies FSDP2 (`fully_shard`) to each decoder layer and then the root, with bfloat16
-  parameters and float32 gradient reduction when the compute dtype is bfloat16 (the sharded master
-  weights and AdamW state stay float32). One process keeps its model whole and runs bfloat16 under
-  `autocast`.
+- `prepare` applies FSDP2 (`fully_shard`) to each decoder layer and then the root, with bfloat16
+  layer parameters and float32 gradient reduction when the compute dtype is bfloat16 (the sharded
+  master weights and AdamW state stay float32; the root, which holds the lm_head, computes in
+  float32). The model arrives whole on the CPU and `fully_shard` moves each layer's shard to the GPU
+  as it splits it, so a rank never holds more than its shards plus one whole layer (a 7B model whole
+  in fp32 is 28 GB per rank). One process keeps its model whole and runs bfloat16 under `autocast`.
 - `assign` hands out a step's micro-batches by tokens (longest first, to the least loaded rank), so
   ranks finish together; every rank runs as many passes as the busiest (the others pad with
   zero-weight passes), since each FSDP pass is a collective.
@@ -31,6 +33,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from looprl.config.deployment import MEMORY_FRACTION_ENV
+from looprl.trainer.logprob_head import logprob_head
+
+SHARED_GPU_MARGIN = 0.05
+"""Share of a shared GPU left to neither process: the CUDA contexts, NCCL and cuBLAS workspaces live
+outside both caching allocators' caps."""
+
 
 @dataclass(frozen=True)
 class Ranks:
@@ -38,14 +47,12 @@ class Ranks:
     world_size: int = 1
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     compute_dtype: torch.dtype = torch.float32
+    distributed: bool = False
+    """In a process group, the model sharded with FSDP2 (torchrun's ranks; or one rank, as `bench/gpu_check.py`)."""
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
-
-    @property
-    def distributed(self) -> bool:
-        return self.world_size > 1
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """bfloat16 compute over float32 weights (a no-op in float32)."""
@@ -59,18 +66,25 @@ class Ranks:
 
 def setup(device: str = "auto", dtype: str = "auto", timeout_s: float = 3600.0) -> Ranks:
     """This process's `Ranks`, joining torchrun's process group when there is one (its collectives time out
-    after `timeout_s`, `trainer.dist_timeout_s`)."""
+    after `timeout_s`, `trainer.dist_timeout_s`).
+
+    On a GPU shared with the engine (the launcher then sets `LOOPRL_GPU_MEMORY_FRACTION` to the
+    engine's share, `deployment.inference_memory_fraction`) the trainer caps its own allocator at the
+    rest less `SHARED_GPU_MARGIN`: otherwise whichever process allocates second runs out of memory."""
     cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     where = torch.device("cpu")
     if cuda:
         where = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(where)
+        engine_share = os.environ.get(MEMORY_FRACTION_ENV)
+        if engine_share:
+            torch.cuda.set_per_process_memory_fraction(1.0 - float(engine_share) - SHARED_GPU_MARGIN, where)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if cuda else "gloo", device_id=where if cuda else None,
                                 timeout=timedelta(seconds=timeout_s))
     compute = torch.bfloat16 if dtype == "bfloat16" or (dtype == "auto" and cuda) else torch.float32
-    return Ranks(dist.get_rank() if world_size > 1 else 0, world_size, where, compute)
+    return Ranks(dist.get_rank() if world_size > 1 else 0, world_size, where, compute, world_size > 1)
 
 
 def teardown(ranks: Ranks) -> None:
@@ -87,24 +101,37 @@ def decoder_layers(model: Any) -> list[torch.nn.Module]:
 
 
 def prepare(model: Any, ranks: Ranks, *, compile: bool = False, activation_checkpointing: bool = False) -> Any:
-    """Move the (whole, loaded) model to its device and, with several ranks, shard it."""
+    """Move the (whole, loaded on the CPU) model to its device or, with several ranks, shard it there."""
     if activation_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if hasattr(model, "enable_input_require_grads"):
             model.enable_input_require_grads()  # LoRA: frozen embeddings would cut the checkpointed graph
+    logprob_head(model)  # in place of the lm_head before FSDP wraps the modules
     layers = decoder_layers(model)
     if compile:
         for layer in layers:
             layer.compile()
     if not ranks.distributed:
         return model.to(ranks.device)
+    return _shard(model, layers, ranks)
+
+
+def _shard(model: Any, layers: list[torch.nn.Module], ranks: Ranks) -> Any:
+    """FSDP2 over the process group: each layer, then the root (embeddings, final norm, lm_head).
+
+    The model stays where it was loaded (the CPU): `fully_shard` moves each module's parameters to the
+    mesh's device and keeps this rank's shard, one module at a time. The mesh is built on
+    `ranks.device`'s type explicitly (torch's default is the accelerator, even for a CPU trainer)."""
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mp = MixedPrecisionPolicy(param_dtype=ranks.compute_dtype, reduce_dtype=torch.float32)
-    model.to(ranks.device)
+    mesh = init_device_mesh(ranks.device.type, (dist.get_world_size(),))
+    layer_policy = MixedPrecisionPolicy(param_dtype=ranks.compute_dtype, reduce_dtype=torch.float32)
     for layer in layers:
-        fully_shard(layer, mp_policy=mp)
-    fully_shard(model, mp_policy=mp)
+        fully_shard(layer, mesh=mesh, mp_policy=layer_policy)
+    # the root (embeddings, final norm, the logprob head) computes in float32: a bfloat16 lm_head adds
+    # logprob noise against the engine's; its cost is small next to the layers'
+    fully_shard(model, mesh=mesh, mp_policy=MixedPrecisionPolicy(param_dtype=torch.float32))
     return model
 
 

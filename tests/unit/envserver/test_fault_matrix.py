@@ -1,4 +1,4 @@
-"""Every env hook x every fault, through real env workers: each cell ends as the README promises.
+"""Every env hook x every fault, through real env workers: each cell ends as docs/environments.md promises.
 
 Hooks: `run_tool`, `rollout_context` enter and exit, `compute_reward`, `compute_group_rewards`.
 Faults: raise, bad return value, async hang, blocking hang, process kill. Each cell (`test_cell`,
@@ -310,7 +310,7 @@ def check_scored_elsewhere(siblings) -> None:
 
 @pytest.mark.parametrize("fault", ["kill", "block"])
 async def test_siblings_waiting_for_the_group_hook_are_scored_on_a_live_worker(tmp_path, fault):
-    """README, "a worker's death with a `compute_group_rewards` hook": a member killed or blocked its worker
+    """docs/environments.md, "a worker's death with a `compute_group_rewards` hook": a member killed or blocked its worker
     before the group hook started; the others get it, without the failed member, from a fresh worker."""
     (bad, *siblings), _ = await run_group_env(tmp_path, "GroupEnv", 60.0 if fault == "kill" else 5.0,
                                               "compute_reward", fault)

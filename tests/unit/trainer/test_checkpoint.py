@@ -74,3 +74,21 @@ def test_policy_loads_from_a_checkpoint_directory(tmp_path, tokenizer):
     assert loaded.training and not loaded.config.use_cache
     assert loaded_tokenizer.eos_token == "t1"
     torch.testing.assert_close(loaded.lm_head.weight, model.lm_head.weight)
+
+
+def test_the_cuda_generator_is_restored(tmp_path, tokenizer):
+    """No GPU here: `torch.cuda`'s RNG calls are mocked, the rest of the checkpoint is real."""
+    from unittest import mock
+
+    from looprl.trainer.checkpoint import load_trainer_state
+    from looprl.trainer.parallel import Ranks
+
+    model, optimizer, scheduler = _trained(1)
+    on_gpu = Ranks(device=torch.device("cuda", 0))
+    saved = torch.arange(16, dtype=torch.uint8)
+    with mock.patch.object(torch.cuda, "get_rng_state", return_value=saved):
+        save_checkpoint(tmp_path, 1, model, tokenizer, optimizer, scheduler, ranks=on_gpu)
+    with mock.patch.object(torch.cuda, "set_rng_state") as restore:
+        load_trainer_state(tmp_path, 1, model, optimizer, scheduler, on_gpu)
+    (state, device), _ = restore.call_args
+    assert torch.equal(state, saved) and device == torch.device("cuda", 0)

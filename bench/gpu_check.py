@@ -83,7 +83,7 @@ def gpu_setup(model_path: str | None) -> Setup:
     if model_path:  # random token ids must stay inside the real model's vocabulary
         from transformers import AutoConfig
 
-        from looprl.models import resolve_model
+        from looprl.model_loading import resolve_model
 
         vocab = AutoConfig.from_pretrained(resolve_model(model_path)).vocab_size
     return Setup(torch.device("cuda", 0), torch.bfloat16, 28, 1024, vocab, 16384, (1024, 8192), 32768, model_path)
@@ -213,7 +213,7 @@ class Checks:
         from looprl.trainer.loss import clipped
         from looprl.trainer.optim import build_optimizer, build_scheduler
         from looprl.trainer.step import train_step
-        from looprl.trainer.weights import full_state_dict
+        from looprl.trainer.weight_files import full_state_dict
 
         setup = self.setup
         ranks = parallel.Ranks(0, 1, setup.device, setup.compute_dtype, distributed=True)
@@ -237,7 +237,7 @@ class Checks:
     def checkpoint(self) -> dict[str, Any]:
         from looprl.trainer.checkpoint import load_trainer_state, save_checkpoint
         from looprl.trainer.optim import build_optimizer, build_scheduler
-        from looprl.trainer.weights import full_state_dict
+        from looprl.trainer.weight_files import full_state_dict
 
         assert self.sharded is not None, "needs the fsdp stage's model"
         model, optimizer, scheduler, ranks = self.sharded
@@ -309,7 +309,7 @@ class Checks:
     def mismatch(self) -> dict[str, Any]:
         from looprl.inference.engine import Engine
         from looprl.inference.token_sampling import SamplingParams
-        from looprl.inference.weights import load_update
+        from looprl.inference.weight_update import load_update
         from looprl.trainer.broadcast import broadcast_weights
         from looprl.trainer.logprobs import token_logprobs
         from looprl.trainer.loss.kl import token_kl
@@ -320,7 +320,8 @@ class Checks:
         trainer_model.set_attn_implementation(setup.training_attention)
         ranks = Ranks(device=setup.device, compute_dtype=setup.compute_dtype)
         trainer_model = prepare(trainer_model, ranks)
-        path = broadcast_weights(self.scratch / "mismatch_run", 1, trainer_model, keep=1)
+        # written in the engine's dtype (inference.dtype: bf16 on a GPU), as the trainer does in a run
+        path = broadcast_weights(self.scratch / "mismatch_run", 1, trainer_model, keep=1, dtype=torch.bfloat16)
         engine_model = build_model(setup, seed=1).to(setup.device, torch.bfloat16).eval()  # other weights until loaded
         engine_model.set_attn_implementation("sdpa")
         engine_model.config.use_cache = True
@@ -331,7 +332,7 @@ class Checks:
             engine = Engine(engine_model, word_tokenizer(), max_batch_size=1)
             engine.start()
             try:
-                await engine.update_weights(load_update(path, engine_model, version=1))  # cast to bf16 on copy
+                await engine.update_weights(load_update(path, engine_model, version=1))
                 (completion,) = await engine.generate(prompt, SamplingParams(temperature=1.0, max_tokens=128, seed=0))
                 return completion
             finally:

@@ -310,8 +310,9 @@ def check_scored_elsewhere(siblings) -> None:
 
 @pytest.mark.parametrize("fault", ["kill", "block"])
 async def test_siblings_waiting_for_the_group_hook_are_scored_on_a_live_worker(tmp_path, fault):
-    """docs/environments.md, "a worker's death with a `compute_group_rewards` hook": a member killed or blocked its worker
-    before the group hook started; the others get it, without the failed member, from a fresh worker."""
+    """docs/environments.md, "a worker's death with a `compute_group_rewards` hook": a member killed or
+    blocked its worker before the group hook started; the others get it, without the failed member, from a
+    fresh worker."""
     (bad, *siblings), _ = await run_group_env(tmp_path, "GroupEnv", 60.0 if fault == "kill" else 5.0,
                                               "compute_reward", fault)
     if fault == "kill":

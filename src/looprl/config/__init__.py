@@ -28,7 +28,9 @@ from looprl.config.run import (
 )
 from looprl.config.trainer import (
     CheckpointConfig,
+    CispoLoss,
     ClippedLoss,
+    GspoLoss,
     LoraConfig,
     LossConfig,
     MaskedLoss,
@@ -39,10 +41,12 @@ from looprl.config.trainer import (
 
 __all__ = [
     "CheckpointConfig",
+    "CispoLoss",
     "ClippedLoss",
     "DeploymentConfig",
     "EnvConfig",
     "EvalSettings",
+    "GspoLoss",
     "InferenceConfig",
     "LogConfig",
     "LoraConfig",

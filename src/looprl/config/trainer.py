@@ -35,11 +35,36 @@ class MaskedLoss(Strict):
     high: float = Field(2.0, gt=0)
 
 
+class CispoLoss(Strict):
+    """CISPO: the importance weight clipped to [low, high] as a constant, every token keeps its gradient:
+    per_token = -clip(ratio, low, high).detach() * A * logp (`low` 0 and `high` = cap is `truncated`)."""
+
+    type: Literal["cispo"] = "cispo"
+    low: float = Field(0.0, ge=0)
+    """Lower bound of the weight (0: none, as MiniMax-M1 and TRL)."""
+    high: float = Field(5.0, gt=0)
+    """Upper bound of the weight (ScaleRL's and TRL's recommended 5)."""
+
+
+class GspoLoss(Strict):
+    """GSPO: one ratio per sequence, s = exp(mean of the sequence's token log ratios), PPO-clipped per
+    sequence: per_token = -min(s * A, clip(s, 1 - eps_low, 1 + eps_high) * A). The paper pairs it with
+    `normalization = "per_sequence"`."""
+
+    type: Literal["gspo"] = "gspo"
+    eps_low: float = Field(3e-4, ge=0)
+    """Lower clip range of the sequence ratio (the paper's 3e-4: a geometric mean moves little)."""
+    eps_high: float = Field(4e-4, ge=0)
+    """Upper clip range of the sequence ratio (the paper's 4e-4)."""
+
+
 class LossConfig(Strict):
-    ratio: ClippedLoss | TruncatedLoss | MaskedLoss = Field(default_factory=TruncatedLoss, discriminator="type")
-    """The per-token objective. Truncated by default: at one step of off-policy lag, PPO's clip around the
-    sampling policy zeroes the gradient of the tokens the previous step just moved, so each step moved
-    the policy about half as far (README, "Learning speed")."""
+    ratio: ClippedLoss | TruncatedLoss | MaskedLoss | CispoLoss | GspoLoss = Field(
+        default_factory=TruncatedLoss, discriminator="type")
+    """The objective (`type`: truncated, clipped, masked, cispo, gspo; formulas in `trainer/loss/`).
+    Truncated by default: at one step of off-policy lag, PPO's clip around the sampling policy zeroes
+    the gradient of the tokens the previous step just moved, so each step moved the policy about half
+    as far (README, "Learning speed")."""
     normalization: Literal["per_token", "per_sequence", "constant"] = "per_token"
     """How the step's token losses are averaged (see `trainer.loss.normalization`)."""
     normalization_constant: float | None = Field(None, gt=0)

@@ -90,7 +90,8 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
         waited = time.perf_counter() - started
         collected = RolloutLogprobs()
         metrics = train_step(model, optimizer, scheduler, batch.micro_batches, token_loss, normalize,
-                             tcfg.optim.max_grad_norm, ref_model, tcfg.loss.kl_coef, ranks, collected)
+                             tcfg.optim.max_grad_norm, ref_model, tcfg.loss.kl_coef, ranks, collected,
+                             select.sequence_level(tcfg.loss))
         rollout_logprobs = collected.gather(ranks)
         broadcast_start = time.perf_counter()
         state = full_state_dict(model, ranks)

@@ -10,7 +10,8 @@
 Metrics are means over the step's loss tokens: `entropy` of the policy, `mismatch_kl` (k3 estimate
 of KL(inference || trainer) on the sampled tokens: ~0 when both run the same weights, growing with
 kernel mismatch and off-policy lag), `clipped_frac`, plus `loss`, `grad_norm`, `lr` and throughput
-(`tokens` are the tokens computed: a prompt shared by siblings counts once). Given a
+(`tokens` are the tokens computed: a prompt shared by siblings counts once). With `sequence_level`
+(GSPO) each sample's tokens share one ratio, their mean log ratio (`loss.gspo`). Given a
 `RolloutLogprobs`, the step also keeps the logprob of every loss token from those same passes, per
 rollout, for the trainer's report.
 """
@@ -43,6 +44,7 @@ def train_step(
     kl_coef: float = 0.0,
     ranks: Ranks | None = None,
     rollout_logprobs: RolloutLogprobs | None = None,
+    sequence_level: bool = False,
 ) -> dict[str, float]:
     start = time.perf_counter()
     ranks = ranks or Ranks()
@@ -64,8 +66,9 @@ def train_step(
             if ref_model is not None:
                 with torch.no_grad():
                     ref, _ = token_logprobs(ref_model, ids, pos, mask, mb.trees)
+        sequences = sequence_ids(mb).to(to) if sequence_level else None
         out = policy_loss(token_loss, logprobs, inference, torch.tensor(mb.advantages, device=to), w.to(to), ref,
-                          kl_coef)
+                          kl_coef, sequences)
         (out.loss * ranks.world_size).backward()  # FSDP averages gradients over ranks; the step sums
         if padding:
             continue
@@ -110,6 +113,14 @@ def rank_passes(micro_batches: Sequence[MicroBatch], ranks: Ranks) -> list[int |
     shares = assign([len(mb.token_ids) for mb in micro_batches], ranks.world_size)
     mine: list[int | None] = list(shares[ranks.rank])
     return mine + [None] * (max(len(s) for s in shares) - len(mine))
+
+
+def sequence_ids(mb: MicroBatch) -> torch.Tensor:
+    """Each token's sample index in the row (0, 1, ...), -1 on tokens of no sample (a shared prompt)."""
+    ids = torch.full((len(mb.token_ids),), -1, dtype=torch.long)
+    for i, seg in enumerate(sample_segments(mb.trees)):
+        ids[seg.start:seg.end] = i
+    return ids
 
 
 def step_weights(micro_batches: Sequence[MicroBatch], normalize: normalization.Normalization) -> list[torch.Tensor]:

@@ -1,7 +1,8 @@
 """The token-level policy-gradient loss of one micro-batch, read top to bottom.
 
 log_ratio = logp_trainer - logp_inference          (the importance ratio, in log space)
-per_token = token_loss(log_ratio, advantages)      (a variant: PPO-style clipped, truncated IS, masked IS)
+log_ratio = its sequence's mean                    (only at sequence level: GSPO, see `gspo`)
+per_token = token_loss(log_ratio, advantages)      (a variant: PPO-style clipped, truncated IS, masked IS, CISPO)
           + kl_coef * kl(logp_trainer, logp_ref)   (optional, off by default)
 loss      = sum(per_token * weights)               (weights: the normalisation, 0 off the loss mask)
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from looprl.trainer.loss.gspo import sequence_log_ratio
 from looprl.trainer.loss.kl import token_kl
 
 
@@ -52,10 +54,16 @@ def policy_loss(
     weights: torch.Tensor,
     ref_logprobs: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    sequences: torch.Tensor | None = None,
 ) -> LossOutput:
-    """The loss of one micro-batch; every tensor has the same shape (one entry per token)."""
+    """The loss of one micro-batch; every tensor has the same shape (one entry per token).
+
+    `sequences` (each token's sequence index, -1 off the loss mask) makes the ratio sequence-level.
+    """
     on_mask = weights != 0
     log_ratio = torch.where(on_mask, logprobs - inference_logprobs, torch.zeros_like(logprobs))
+    if sequences is not None:
+        log_ratio = sequence_log_ratio(log_ratio, torch.where(on_mask, sequences, -1))
     out = token_loss(log_ratio, advantages)
     per_token = out.loss
     kl_sum = 0.0

@@ -4,6 +4,7 @@
     run.py           `RLConfig`: a whole `looprl rl` run (`[model]`, `[env]`, `[inference]`, `[log]`, ...)
     orchestrator.py  `[orchestrator]` (with `[orchestrator.sampling]`) and `[env]`
     trainer.py       `[trainer]`: loss, optimizer, LoRA, checkpoints
+    trackers.py      `[log.trackers]`: W&B, MLflow, Trackio, TensorBoard
     deployment.py    `[deployment]` (GPU placement) and `[slurm]`
     base.py          `Strict`, the base model that rejects unknown keys
 
@@ -14,6 +15,7 @@ process package (orchestrator, trainer, inference, ...): each process imports it
 from looprl.config.deployment import DeploymentConfig, SlurmConfig
 from looprl.config.loading import load_config, merge_arguments, validate
 from looprl.config.orchestrator import (
+    DynamicSampling,
     EnvConfig,
     EvalSettings,
     OrchestratorConfig,
@@ -26,6 +28,14 @@ from looprl.config.run import (
     RLConfig,
     read_run_config,
 )
+from looprl.config.trackers import (
+    TRACKER_NAMES,
+    MlflowTracker,
+    TensorboardTracker,
+    TrackersConfig,
+    TrackioTracker,
+    WandbTracker,
+)
 from looprl.config.trainer import (
     CheckpointConfig,
     CispoLoss,
@@ -34,16 +44,20 @@ from looprl.config.trainer import (
     LoraConfig,
     LossConfig,
     MaskedLoss,
+    MisCorrection,
     OptimConfig,
+    TisCorrection,
     TrainerConfig,
     TruncatedLoss,
 )
 
 __all__ = [
+    "TRACKER_NAMES",
     "CheckpointConfig",
     "CispoLoss",
     "ClippedLoss",
     "DeploymentConfig",
+    "DynamicSampling",
     "EnvConfig",
     "EvalSettings",
     "GspoLoss",
@@ -52,14 +66,21 @@ __all__ = [
     "LoraConfig",
     "LossConfig",
     "MaskedLoss",
+    "MisCorrection",
+    "MlflowTracker",
     "ModelConfig",
     "OptimConfig",
     "OrchestratorConfig",
     "RLConfig",
     "SamplingParams",
     "SlurmConfig",
+    "TensorboardTracker",
+    "TisCorrection",
+    "TrackersConfig",
+    "TrackioTracker",
     "TrainerConfig",
     "TruncatedLoss",
+    "WandbTracker",
     "load_config",
     "merge_arguments",
     "read_run_config",

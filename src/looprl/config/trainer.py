@@ -58,6 +58,28 @@ class GspoLoss(Strict):
     """Upper clip range of the sequence ratio (the paper's 4e-4)."""
 
 
+class TisCorrection(Strict):
+    """Truncated IS rollout correction: each token's loss times w = min(rho, cap), rho = exp(logp_old -
+    logp_engine) per token, or its product over the sequence at `level = "sequence"`."""
+
+    type: Literal["tis"] = "tis"
+    level: Literal["token", "sequence"] = "token"
+    """One weight per token, or one per sequence (the product of its token ratios)."""
+    cap: float = Field(2.0, gt=0)
+    """The largest weight."""
+
+
+class MisCorrection(Strict):
+    """Masked IS rollout correction: w = rho inside [low, high], 0 outside (the token, or at `level =
+    "sequence"` the whole sequence, drops out of the loss)."""
+
+    type: Literal["mis"] = "mis"
+    level: Literal["token", "sequence"] = "token"
+    """One weight per token, or one per sequence (the product of its token ratios)."""
+    low: float = Field(0.5, ge=0)
+    high: float = Field(2.0, gt=0)
+
+
 class LossConfig(Strict):
     ratio: ClippedLoss | TruncatedLoss | MaskedLoss | CispoLoss | GspoLoss = Field(
         default_factory=TruncatedLoss, discriminator="type")
@@ -71,6 +93,11 @@ class LossConfig(Strict):
     """The denominator of `constant` normalisation, e.g. sequences per step * max completion tokens."""
     kl_coef: float = Field(0.0, ge=0)
     """Weight of the KL penalty to the initial model; 0 (the default) loads no reference model."""
+    correction: TisCorrection | MisCorrection | None = Field(None, discriminator="type")
+    """Rollout correction (`[trainer.loss.correction]`, `type` tis or mis), separate from the objective:
+    the objective's ratio is then taken against the trainer's own logprobs before the update and each
+    token's loss weighted by the correction for the engine's mismatch (`trainer/loss/correction.py`).
+    None (the default): the objective's ratio against the engine's logprobs is the only correction."""
 
     @model_validator(mode="after")
     def _constant_needs_a_denominator(self) -> LossConfig:

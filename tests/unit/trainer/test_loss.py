@@ -96,7 +96,8 @@ def test_gspo_clips_each_sequence_on_its_geometric_mean_ratio():
     advantages = torch.tensor([1.0, 1.0, -1.0, -1.0], dtype=torch.float64)
     weights = torch.full((4,), 0.25, dtype=torch.float64)
     sequences = torch.tensor([0, 0, 1, 1])
-    out = policy_loss(clipped.token_loss, logprobs, inference, advantages, weights, sequences=sequences)
+    out = policy_loss(clipped.token_loss, logprobs, inference, advantages, weights, sequences=sequences,
+                      sequence_level=True)
     assert out.loss.item() == pytest.approx(0.25 * (-1.2 * 2 + 0.9 * 2))
     assert out.clipped == 2
     out.loss.backward()

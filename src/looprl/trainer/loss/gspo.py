@@ -18,14 +18,10 @@ from __future__ import annotations
 
 import torch
 
+from looprl.trainer.loss.sequences import sequence_mean
+
 
 def sequence_log_ratio(log_ratio: torch.Tensor, sequences: torch.Tensor) -> torch.Tensor:
     """Each loss token's sequence mean of `log_ratio`; `sequences` is each token's sequence index
     (0, 1, ...), -1 off the loss mask (where the result is 0)."""
-    on = sequences >= 0
-    index = torch.where(on, sequences, torch.zeros_like(sequences))
-    count = int(sequences.max()) + 1 if bool(on.any()) else 1
-    zeros = torch.zeros(count, dtype=log_ratio.dtype, device=log_ratio.device)
-    sums = zeros.index_add(0, index, torch.where(on, log_ratio, torch.zeros_like(log_ratio)))
-    tokens = zeros.index_add(0, index, on.to(log_ratio.dtype))
-    return torch.where(on, (sums / tokens.clamp(min=1))[index], torch.zeros_like(log_ratio))
+    return sequence_mean(log_ratio, sequences)

@@ -1,11 +1,11 @@
-"""From the loss configuration to the functions `train_step` takes: the token loss and the normalisation."""
+"""From the loss configuration to what `train_step` takes: the token loss, the normalisation, the correction."""
 
 from __future__ import annotations
 
 from functools import partial
 
-from looprl.config import CispoLoss, ClippedLoss, GspoLoss, LossConfig, MaskedLoss
-from looprl.trainer.loss import cispo, clipped, masked, normalization, truncated
+from looprl.config import CispoLoss, ClippedLoss, GspoLoss, LossConfig, MaskedLoss, MisCorrection
+from looprl.trainer.loss import cispo, clipped, correction, masked, normalization, truncated
 from looprl.trainer.loss.policy import TokenLoss
 
 
@@ -23,6 +23,15 @@ def token_loss(config: LossConfig) -> TokenLoss:
 def sequence_level(config: LossConfig) -> bool:
     """Whether the ratio is one per sequence (GSPO) rather than one per token."""
     return isinstance(config.ratio, GspoLoss)
+
+
+def rollout_correction(config: LossConfig) -> correction.Correction | None:
+    c = config.correction
+    if c is None:
+        return None
+    if isinstance(c, MisCorrection):
+        return partial(correction.mis, low=c.low, high=c.high, level=c.level)
+    return partial(correction.tis, cap=c.cap, level=c.level)
 
 
 def normalize(config: LossConfig) -> normalization.Normalization:

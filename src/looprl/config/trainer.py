@@ -5,6 +5,7 @@ Loss variants are a discriminated union on `type`, so each variant lists only it
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -58,6 +59,11 @@ class GspoLoss(Strict):
     """Upper clip range of the sequence ratio (the paper's 4e-4)."""
 
 
+def _ratios(log_rhos: list[float], level: str) -> list[float]:
+    """Each token's rho: its own ratio, or at sequence level the product over the sequence."""
+    return [math.exp(sum(log_rhos))] * len(log_rhos) if level == "sequence" else [math.exp(x) for x in log_rhos]
+
+
 class TisCorrection(Strict):
     """Truncated IS rollout correction: each token's loss times w = min(rho, cap), rho = exp(logp_old -
     logp_engine) per token, or its product over the sequence at `level = "sequence"`."""
@@ -67,6 +73,11 @@ class TisCorrection(Strict):
     """One weight per token, or one per sequence (the product of its token ratios)."""
     cap: float = Field(2.0, gt=0)
     """The largest weight."""
+
+    def weights(self, log_rhos: list[float]) -> list[float]:
+        """The weight of each token of one sequence from its log ratios (the inspector's token view; the
+        trainer computes the same on tensors, `trainer/loss/correction.py`)."""
+        return [min(rho, self.cap) for rho in _ratios(log_rhos, self.level)]
 
 
 class MisCorrection(Strict):
@@ -78,6 +89,10 @@ class MisCorrection(Strict):
     """One weight per token, or one per sequence (the product of its token ratios)."""
     low: float = Field(0.5, ge=0)
     high: float = Field(2.0, gt=0)
+
+    def weights(self, log_rhos: list[float]) -> list[float]:
+        """As `TisCorrection.weights`: rho inside [low, high], else 0."""
+        return [rho if self.low <= rho <= self.high else 0.0 for rho in _ratios(log_rhos, self.level)]
 
 
 class LossConfig(Strict):

@@ -13,7 +13,7 @@ For each step N (from 1):
 4. Rewards -> advantages: components weighted into a total (zero-filled across the batch), reward
    minus the group's mean; failed rollouts stay out of the loss unless `include_failed`; groups
    with no non-zero advantage are skipped and counted (`no_signal_frac`; most groups so for several
-   steps in a row: a warning, `collapse`). With `dynamic_sampling` such groups are replaced by
+   steps in a row: a warning, `session.collapse`). With `dynamic_sampling` such groups are replaced by
    new ones in step 3, up to `max_extra_groups` per step (`groups_sampled`, `groups_kept`).
 5. Samples from the recorded calls, packed by token budget into `steps/step_N/batch.json`.
 6. Store: the rollouts at once (before the batch is handed over), each with the components it was
@@ -40,7 +40,6 @@ from looprl.config import RLConfig
 from looprl.gateway.app import Gateway
 from looprl.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
 from looprl.handoff.files import write_atomic
-from looprl.orchestrator.collapse import ExplorationWatch
 from looprl.orchestrator.example_order import ExampleOrder
 from looprl.orchestrator.inflight import GroupPool
 from looprl.orchestrator.packing import pack
@@ -50,9 +49,10 @@ from looprl.orchestrator.weights import WeightSync
 from looprl.paths import batch_path, progress_path, rollout_metrics_path, trainer_report_path
 from looprl.session import Group, RolloutSession
 from looprl.session.advantages import batch_advantages
+from looprl.session.collapse import ExplorationWatch
 from looprl.session.rewards import UnusedWeights, mark_zero_filled
 from looprl.store.reader import RunStoreReader
-from looprl.trackers import TrackedRun, Trackers, open_trackers
+from looprl.trackers import TrackedRun, Trackers, inspector_link, open_trackers
 from looprl.utils.logger import get_logger
 
 
@@ -76,7 +76,7 @@ class Orchestrator:
         """Per rollout trained and not yet stored: `(call idx, completion tokens)` its loss tokens came from."""
         self.unused_weights = UnusedWeights(cfg.orchestrator.reward_weights)
         self.trackers = Trackers()
-        self.exploration = ExplorationWatch(self.session.run_id, self.run_dir)
+        self.exploration = ExplorationWatch()
         """`[log.trackers]`: each stored step's metrics go to them too (started when the run starts)."""
 
     async def run(self, resume_step: int) -> None:
@@ -165,10 +165,11 @@ class Orchestrator:
         metrics["groups_sampled"] = float(len(groups))
         metrics["groups_kept"] = metrics["groups_sampled"] - metrics["groups_skipped"]
         metrics["no_signal_frac"] = metrics["groups_skipped"] / max(len(groups), 1)
-        no_signal = next((group[0][0].rollout_id for group, a in zip(groups, advantages) if a.skipped and group), None)
-        warning = self.exploration.observe(step, len(groups), int(metrics["groups_skipped"]), no_signal)
-        if warning:
-            get_logger().warning(warning)
+        if self.exploration.observe(step, len(groups), int(metrics["groups_skipped"])):
+            example = next(group[0][0].rollout_id for group, a in zip(groups, advantages) if a.skipped and group)
+            get_logger().warning(self.exploration.warning(
+                step, len(groups), int(metrics["groups_skipped"]),
+                f"{example}: {inspector_link(self.run_dir, self.session.run_id, example)}"))
         metrics["samples"], metrics["micro_batches"] = float(len(samples)), float(len(micro_batches))
         metrics["sample_breaks"] = float(breaks)
         metrics["step_time_s"] = time.perf_counter() - started

@@ -12,10 +12,10 @@ from tests.support.scripted_server import ScriptedServer
 from looprl.commands.eval_run import EvalConfig, run_eval
 from looprl.config import RLConfig
 from looprl.envs.types import RolloutResult
-from looprl.orchestrator.collapse import ExplorationWatch
 from looprl.orchestrator.inflight import Collected, Landed
 from looprl.orchestrator.loop import Orchestrator
 from looprl.session import RolloutSession
+from looprl.session.collapse import ExplorationWatch
 from looprl.session.rewards import UnusedWeights, mark_zero_filled
 from looprl.store.reader import RunStoreReader
 from looprl.store.records import RolloutRecord
@@ -82,7 +82,7 @@ def step_only(tmp_path: Path, **orchestrator) -> Orchestrator:
     orch.session = RolloutSession.__new__(RolloutSession)  # records and writes only
     orch.session.run_id, orch.session.env_name, orch.session.reward_weights = "run", "toy", {}
     orch.weights, orch.session.writer = FakeWeights(), RunStoreWriter(tmp_path)
-    orch.exploration = ExplorationWatch("run", tmp_path)
+    orch.exploration = ExplorationWatch()
     return orch
 
 

@@ -62,3 +62,15 @@ def test_correction_from_the_config():
     assert out.weight.tolist() == pytest.approx([3.0, 3.0])  # the product 3 inside [0.5, 4]
     tis = load_config(TrainerConfig, ["--loss.correction.type", "tis", "--loss.correction.cap", "1.5"])
     assert select.rollout_correction(tis.loss)(_log(math.e), torch.tensor([0])).weight.item() == pytest.approx(1.5)
+
+
+def test_the_configs_scalar_weights_match_the_trainers():
+    from looprl.config import MisCorrection, TisCorrection
+
+    log_rhos = [0.4, -0.9, 1.2]
+    for config, fn in [(TisCorrection(cap=1.5), correction.tis), (MisCorrection(low=0.5, high=2.0), correction.mis),
+                       (TisCorrection(level="sequence", cap=3.0), correction.tis),
+                       (MisCorrection(level="sequence", high=4.0), correction.mis)]:
+        settings = config.model_dump(exclude={"type"})
+        expected = fn(torch.tensor(log_rhos, dtype=torch.float64), torch.zeros(3, dtype=torch.long), **settings)
+        assert config.weights(log_rhos) == pytest.approx(expected.weight.tolist())

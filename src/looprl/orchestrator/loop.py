@@ -76,8 +76,9 @@ class Orchestrator:
         """Per rollout trained and not yet stored: `(call idx, completion tokens)` its loss tokens came from."""
         self.unused_weights = UnusedWeights(cfg.orchestrator.reward_weights)
         self.trackers = Trackers()
-        self.exploration = ExplorationWatch()
         """`[log.trackers]`: each stored step's metrics go to them too (started when the run starts)."""
+        self.exploration = ExplorationWatch()
+        """Warns when most groups carried no signal for several steps in a row (`session.collapse`)."""
 
     async def run(self, resume_step: int) -> None:
         cfg, session = self.cfg, self.session
@@ -166,10 +167,10 @@ class Orchestrator:
         metrics["groups_kept"] = metrics["groups_sampled"] - metrics["groups_skipped"]
         metrics["no_signal_frac"] = metrics["groups_skipped"] / max(len(groups), 1)
         if self.exploration.observe(step, len(groups), int(metrics["groups_skipped"])):
-            example = next(group[0][0].rollout_id for group, a in zip(groups, advantages) if a.skipped and group)
+            example = next((g[0][0].rollout_id for g, a in zip(groups, advantages) if a.skipped and g), None)
             get_logger().warning(self.exploration.warning(
                 step, len(groups), int(metrics["groups_skipped"]),
-                f"{example}: {inspector_link(self.run_dir, self.session.run_id, example)}"))
+                example and f"{example}: {inspector_link(self.run_dir, self.session.run_id, example)}"))
         metrics["samples"], metrics["micro_batches"] = float(len(samples)), float(len(micro_batches))
         metrics["sample_breaks"] = float(breaks)
         metrics["step_time_s"] = time.perf_counter() - started

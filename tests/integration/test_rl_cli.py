@@ -89,10 +89,25 @@ def check_trainer_logprobs(run: Path) -> None:
         assert max(abs(t - s) for t, s in zip(call["trainer_logprobs"], call["logprobs"])) < 1e-2
 
 
+def check_tracker(log_dir: Path, run: Path) -> None:
+    """`[log.trackers]`: every step's metrics, the evals among them, the config and the links reached TensorBoard."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(log_dir), size_guidance={"tensors": 0})
+    events.Reload()
+    assert [e.step for e in events.Scalars("reward")] == [1, 2, 3]
+    assert [e.step for e in events.Scalars("train/loss")] == [1, 2, 3]
+    assert [e.step for e in events.Scalars("eval/reward")] == [1, 3]
+    links = events.Tensors("links/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert str(run.resolve()) in links and "/runs/run" in links
+    assert '"max_steps": 3' in events.Tensors("config/text_summary")[0].tensor_proto.string_val[0].decode()
+
+
 def test_rl_runs_checkpoints_and_resumes(tmp_path):
     cfg = config(tmp_path)
     run = tmp_path / "run"
-    out = looprl("rl", "@", str(cfg), "--orchestrator.reward_weights.typo", "2").stdout
+    out = looprl("rl", "@", str(cfg), "--orchestrator.reward_weights.typo", "2",
+                 "--log.trackers.tensorboard.log_dir", str(tmp_path / "tb")).stdout
     assert f"looprl metrics {run}" in out and "engine ready in " in out
     lines = out.splitlines()
     steps = [line for line in lines if line.startswith("step ")]
@@ -112,6 +127,7 @@ def test_rl_runs_checkpoints_and_resumes(tmp_path):
     assert (run / "config.toml").is_file()
     assert store_steps(run) == ([1, 2, 3], [(1, 8), (2, 8), (3, 8)])
     check_trainer_logprobs(run)
+    check_tracker(tmp_path / "tb", run)
 
     rows = [json.loads(line) for line in looprl("metrics", str(run), "--json").stdout.splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]

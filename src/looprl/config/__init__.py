@@ -5,6 +5,7 @@
     orchestrator.py  `[orchestrator]` (with `[orchestrator.sampling]`) and `[env]`
     env_runtime.py   `EnvRuntimeConfig`: how env servers run env code (what rl, eval and validate pass them)
     trainer.py       `[trainer]`: loss, optimizer, LoRA, checkpoints
+    trackers.py      `[log.trackers]`: W&B, MLflow, Trackio, TensorBoard
     deployment.py    `[deployment]` (GPU placement) and `[slurm]`
     base.py          `Strict`, the base model that rejects unknown keys
 
@@ -16,6 +17,7 @@ from looprl.config.deployment import DeploymentConfig, SlurmConfig
 from looprl.config.env_runtime import EnvRuntimeConfig, LogLimits
 from looprl.config.loading import load_config, merge_arguments, validate
 from looprl.config.orchestrator import (
+    DynamicSampling,
     EnvConfig,
     OrchestratorConfig,
     PeriodicEvalConfig,
@@ -29,29 +31,47 @@ from looprl.config.run import (
     engine_dtype,
     read_run_config,
 )
+from looprl.config.trackers import (
+    TRACKER_NAMES,
+    MlflowTracker,
+    TensorboardTracker,
+    TrackersConfig,
+    TrackioTracker,
+    WandbTracker,
+)
 from looprl.config.trainer import (
     CheckpointConfig,
+    CispoLoss,
     ClippedLoss,
+    GspoLoss,
     LoraConfig,
     LossConfig,
     MaskedLoss,
+    MisCorrection,
     OptimConfig,
+    TisCorrection,
     TrainerConfig,
     TruncatedLoss,
 )
 
 __all__ = [
+    "TRACKER_NAMES",
     "CheckpointConfig",
+    "CispoLoss",
     "ClippedLoss",
     "DeploymentConfig",
+    "DynamicSampling",
     "EnvConfig",
     "EnvRuntimeConfig",
+    "GspoLoss",
     "InferenceConfig",
     "LogConfig",
     "LogLimits",
     "LoraConfig",
     "LossConfig",
     "MaskedLoss",
+    "MisCorrection",
+    "MlflowTracker",
     "ModelConfig",
     "OptimConfig",
     "OrchestratorConfig",
@@ -59,8 +79,13 @@ __all__ = [
     "RLConfig",
     "SamplingParams",
     "SlurmConfig",
+    "TensorboardTracker",
+    "TisCorrection",
+    "TrackersConfig",
+    "TrackioTracker",
     "TrainerConfig",
     "TruncatedLoss",
+    "WandbTracker",
     "engine_dtype",
     "load_config",
     "merge_arguments",

@@ -55,6 +55,15 @@ class PeriodicEvalConfig(Strict):
     """Sibling rollouts per eval example."""
 
 
+class DynamicSampling(Strict):
+    """DAPO's dynamic sampling: a group whose rollouts all got the same reward carries no signal, so
+    the step samples another in its place (the one left out is stored, not trained)."""
+
+    max_extra_groups: int = Field(4, ge=1)
+    """Most groups sampled per step beyond `batch_size / group_size` (the cap on extra generation);
+    when it is reached the step trains on the groups with signal it has."""
+
+
 class OrchestratorConfig(Strict):
     """`[orchestrator]`: the RL loop's rollouts, rewards, advantages and training batches."""
 
@@ -76,6 +85,9 @@ class OrchestratorConfig(Strict):
     successes are rare it weighs the one right reply of a group far above the usual spread: on
     `examples/two_digit` it halved the steps to every reward level; false gives Dr. GRPO's
     unscaled advantages (docs/benchmarks.md)."""
+    dynamic_sampling: DynamicSampling | None = None
+    """`[orchestrator.dynamic_sampling]`: replace groups without signal by new ones (DAPO); None (the
+    default): such groups are skipped and the step trains on the rest."""
     max_off_policy_steps: int | None = Field(None, ge=0)
     """Largest lag between a rollout's policy and the one being trained; older groups are dropped.
     Unset, `looprl rl` picks by hardware and writes the number into the run's `config.toml`: 0 without a

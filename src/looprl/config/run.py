@@ -6,7 +6,7 @@
     [env]              source = "examples/demo/env.py:AdditionEnv"
     [orchestrator]     batch_size = 32, group_size = 8, [orchestrator.sampling] ...
     [trainer]          [trainer.optim] lr = ..., [trainer.loss] ...
-    [log]              level = "INFO"
+    [log]              level = "INFO", [log.trackers.wandb] ... (optional)
     [deployment]       inference_gpus = [0], trainer_gpus = [1, 2, 3]   (optional)
     [slurm]            train_nodes = 2, inference_nodes = 1             (optional: submit to SLURM)
 
@@ -26,6 +26,7 @@ from looprl.config.deployment import DeploymentConfig, SlurmConfig
 from looprl.config.env_runtime import EnvRuntimeConfig, EnvSource, LogLevel, LogLimits
 from looprl.config.loading import load_config
 from looprl.config.orchestrator import EnvConfig, OrchestratorConfig
+from looprl.config.trackers import TrackersConfig
 from looprl.config.trainer import TrainerConfig
 from looprl.model_loading import DEFAULT_MODEL
 from looprl.paths import config_path
@@ -87,6 +88,9 @@ class LogConfig(Strict):
     """Write the process logs as JSON lines instead of text."""
     env_limits: LogLimits = Field(default_factory=LogLimits)
     """Per-rollout bounds on captured env log records (`[log.env_limits] max_records = ...`)."""
+    trackers: TrackersConfig = Field(default_factory=TrackersConfig)
+    """Experiment trackers (W&B, MLflow, Trackio, TensorBoard) that also get each step's metrics, the
+    run config, eval results and links to the run directory and inspector page; none by default."""
 
 
 class RLConfig(Strict):

@@ -5,6 +5,7 @@ Loss variants are a discriminated union on `type`, so each variant lists only it
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -43,13 +44,80 @@ class MaskedLoss(Strict):
     """Tokens whose ratio is above this carry no gradient."""
 
 
+class CispoLoss(Strict):
+    """CISPO: the importance weight clipped to [low, high] as a constant, every token keeps its gradient:
+    per_token = -clip(ratio, low, high).detach() * A * logp (`low` 0 and `high` = cap is `truncated`)."""
+
+    type: Literal["cispo"] = "cispo"
+    """Selects this objective."""
+    low: float = Field(0.0, ge=0)
+    """Lower bound of the weight (0: none, as MiniMax-M1 and TRL)."""
+    high: float = Field(5.0, gt=0)
+    """Upper bound of the weight (ScaleRL's and TRL's recommended 5)."""
+
+
+class GspoLoss(Strict):
+    """GSPO: one ratio per sequence, s = exp(mean of the sequence's token log ratios), PPO-clipped per
+    sequence: per_token = -min(s * A, clip(s, 1 - eps_low, 1 + eps_high) * A). The paper pairs it with
+    `normalization = "per_sequence"`."""
+
+    type: Literal["gspo"] = "gspo"
+    """Selects this objective."""
+    eps_low: float = Field(3e-4, ge=0)
+    """Lower clip range of the sequence ratio (the paper's 3e-4: a geometric mean moves little)."""
+    eps_high: float = Field(4e-4, ge=0)
+    """Upper clip range of the sequence ratio (the paper's 4e-4)."""
+
+
+def _ratios(log_rhos: list[float], level: str) -> list[float]:
+    """Each token's rho: its own ratio, or at sequence level the product over the sequence."""
+    return [math.exp(sum(log_rhos))] * len(log_rhos) if level == "sequence" else [math.exp(x) for x in log_rhos]
+
+
+class TisCorrection(Strict):
+    """Truncated IS rollout correction: each token's loss times w = min(rho, cap), rho = exp(logp_old -
+    logp_engine) per token, or its product over the sequence at `level = "sequence"`."""
+
+    type: Literal["tis"] = "tis"
+    """Selects truncated importance sampling."""
+    level: Literal["token", "sequence"] = "token"
+    """One weight per token, or one per sequence (the product of its token ratios)."""
+    cap: float = Field(2.0, gt=0)
+    """The largest weight."""
+
+    def weights(self, log_rhos: list[float]) -> list[float]:
+        """The weight of each token of one sequence from its log ratios (the inspector's token view; the
+        trainer computes the same on tensors, `trainer/loss/correction.py`)."""
+        return [min(rho, self.cap) for rho in _ratios(log_rhos, self.level)]
+
+
+class MisCorrection(Strict):
+    """Masked IS rollout correction: w = rho inside [low, high], 0 outside (the token, or at `level =
+    "sequence"` the whole sequence, drops out of the loss)."""
+
+    type: Literal["mis"] = "mis"
+    """Selects masked importance sampling."""
+    level: Literal["token", "sequence"] = "token"
+    """One weight per token, or one per sequence (the product of its token ratios)."""
+    low: float = Field(0.5, ge=0)
+    """Tokens (or sequences) whose ratio is below this drop out of the loss."""
+    high: float = Field(2.0, gt=0)
+    """Tokens (or sequences) whose ratio is above this drop out of the loss."""
+
+    def weights(self, log_rhos: list[float]) -> list[float]:
+        """As `TisCorrection.weights`: rho inside [low, high], else 0."""
+        return [rho if self.low <= rho <= self.high else 0.0 for rho in _ratios(log_rhos, self.level)]
+
+
 class LossConfig(Strict):
     """The policy-gradient objective: a per-token ratio variant, its normalisation, an optional KL penalty."""
 
-    ratio: ClippedLoss | TruncatedLoss | MaskedLoss = Field(default_factory=TruncatedLoss, discriminator="type")
-    """The per-token objective. Truncated by default: at one step of off-policy lag, PPO's clip around the
-    sampling policy zeroes the gradient of the tokens the previous step just moved, so each step moved
-    the policy about half as far (docs/benchmarks.md, "One step of off-policy lag")."""
+    ratio: ClippedLoss | TruncatedLoss | MaskedLoss | CispoLoss | GspoLoss = Field(
+        default_factory=TruncatedLoss, discriminator="type")
+    """The objective (`type`: truncated, clipped, masked, cispo, gspo; formulas in `trainer/loss/`).
+    Truncated by default: at one step of off-policy lag, PPO's clip around the sampling policy zeroes
+    the gradient of the tokens the previous step just moved, so each step moved the policy about half
+    as far (docs/benchmarks.md, "One step of off-policy lag")."""
     normalization: Literal["per_token", "per_sequence", "constant"] = "per_token"
     """How the step's token losses are averaged: `per_token` (DAPO) weighs every loss token of the step the
     same; `per_sequence` (GRPO) averages each sequence, then the sequences; `constant` (Dr. GRPO) divides
@@ -58,6 +126,11 @@ class LossConfig(Strict):
     """The denominator of `constant` normalisation, e.g. sequences per step * max completion tokens."""
     kl_coef: float = Field(0.0, ge=0)
     """Weight of the KL penalty to the initial model; 0 (the default) loads no reference model."""
+    correction: TisCorrection | MisCorrection | None = Field(None, discriminator="type")
+    """Rollout correction (`[trainer.loss.correction]`, `type` tis or mis), separate from the objective:
+    the objective's ratio is then taken against the trainer's own logprobs before the update and each
+    token's loss weighted by the correction for the engine's mismatch (`trainer/loss/correction.py`).
+    None (the default): the objective's ratio against the engine's logprobs is the only correction."""
 
     @model_validator(mode="after")
     def _constant_needs_a_denominator(self) -> LossConfig:

@@ -73,6 +73,9 @@ class CallTokens(BaseModel):
     """The sampler's logprob of each token."""
     trainer_logprobs: list[float] | None = None
     """The trainer's logprob of each token, when the store holds them (`model_calls.trainer_logprobs`)."""
+    correction_weights: list[float] | None = None
+    """Each token's rollout-correction weight (`trainer.loss.correction`, from the trainer's and the
+    sampler's logprobs; at sequence level the call is taken as the sequence), when the run used one."""
     trained: bool
     """Whether the loss trained on these tokens (the rollout trained and the call had ids and logprobs)."""
 

@@ -6,12 +6,15 @@ endpoint declares its `response_model`. The pages under `/runs` are built from t
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from looprl.errors import UserError
+from looprl.inspector import queries
 from looprl.inspector.api_types import (
+    ExplorationWarning,
     RolloutDetail,
     RolloutPage,
     RolloutRow,
@@ -21,6 +24,7 @@ from looprl.inspector.api_types import (
     StepMetrics,
 )
 from looprl.inspector.catalog import RunCatalog, RunRef
+from looprl.session.collapse import ExplorationWatch
 from looprl.store.reader import SORT_COLUMNS, RolloutFilter, RunStoreReader
 from looprl.store.records import RolloutRecord, RunInfo
 
@@ -116,7 +120,21 @@ def get_metrics(ref: RunRef = Depends(run_ref)) -> RunMetrics:
             by_step = [] if split == "train" and steps else r.step_rewards(ref.run_id, split)
             splits[split] = SplitStats(rollouts=count, termination_reasons=r.termination_reasons(ref.run_id, split),
                                        by_step=by_step)
-    return RunMetrics(steps=steps, keys=keys, splits=splits)
+    with ref.source.connection() as conn:
+        exploration = exploration_warnings(conn, ref.run_id, steps)
+    return RunMetrics(steps=steps, keys=keys, splits=splits, exploration=exploration)
+
+
+def exploration_warnings(conn: sqlite3.Connection, run_id: str, steps: list[StepMetrics]) -> list[ExplorationWarning]:
+    """The orchestrator's "stopped exploring" warnings, replayed over the stored steps that count their groups."""
+    watch, out = ExplorationWatch(), []
+    for s in steps:
+        sampled, skipped = int(s.metrics.get("groups_sampled", 0)), int(s.metrics.get("groups_skipped", 0))
+        if watch.observe(s.step, sampled, skipped):
+            rollout = queries.no_signal_rollout(conn, run_id, s.step)
+            out.append(ExplorationWarning(step=s.step, message=watch.warning(s.step, sampled, skipped),
+                                          rollout_id=rollout))
+    return out
 
 
 def _rows(records: list[RolloutRecord]) -> list[RolloutRow]:

@@ -104,6 +104,16 @@ class SplitStats(BaseModel):
     """Per step: `step`, `rollouts`, `failed`, `reward` and `reward/<component>` means from the rollouts."""
 
 
+class ExplorationWarning(BaseModel):
+    """Most groups carried no learning signal for several steps in a row (the orchestrator's warning)."""
+
+    step: int
+    """The step the warning came at."""
+    message: str
+    rollout_id: str | None
+    """A rollout of that step whose group had no signal, to look at."""
+
+
 class RunMetrics(BaseModel):
     """Plots of the run page: step metrics plus per-split statistics of the rollouts."""
 
@@ -111,3 +121,5 @@ class RunMetrics(BaseModel):
     keys: list[str]
     """Numeric metric names present in any step, in first-seen order."""
     splits: dict[str, SplitStats]
+    exploration: list[ExplorationWarning] = []
+    """When the policy stopped exploring (`session.collapse`, replayed over the stored steps)."""

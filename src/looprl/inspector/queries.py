@@ -116,6 +116,13 @@ def model_call_tokens(conn: sqlite3.Connection, rollout_id: str) -> list[dict[st
     return out
 
 
+def no_signal_rollout(conn: sqlite3.Connection, run_id: str, step: int) -> str | None:
+    """A train rollout of `step` that was scored but got no advantage (its group had no signal), or None."""
+    row = conn.execute("SELECT rollout_id FROM rollouts WHERE run_id=? AND step=? AND split='train' AND "
+                       "reward IS NOT NULL AND advantage IS NULL ORDER BY rowid LIMIT 1", (run_id, step)).fetchone()
+    return None if row is None else row[0]
+
+
 def run_config(conn: sqlite3.Connection, run_id: str) -> tuple[str, str, dict[str, Any]]:
     """The run's kind, model and resolved configuration."""
     kind, model, config = conn.execute("SELECT kind, model, config FROM runs WHERE run_id=?", (run_id,)).fetchone()

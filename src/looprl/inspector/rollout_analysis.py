@@ -13,7 +13,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 
-from looprl.config import OrchestratorConfig
+from looprl.config import LossConfig, MisCorrection, OrchestratorConfig, TisCorrection
 from looprl.inspector import queries
 from looprl.inspector.analysis_types import (
     BaselineMember,
@@ -81,8 +81,9 @@ def tokens(rollout_id: str, ref: RunRef = Depends(run_ref), dec: TokenDecoder = 
     trainer's logprobs when the store holds them."""
     with ref.source.connection() as conn:
         row = head(conn, ref, rollout_id)
-        kind, model, _ = queries.run_config(conn, ref.run_id)
+        kind, model, config = queries.run_config(conn, ref.run_id)
         calls = queries.model_call_tokens(conn, rollout_id)
+    correction = run_correction(config)
     trained, why = trained_why(kind, row)
     source, texts = dec.decode(model, [c["token_ids"] or [] for c in calls])
     out = []
@@ -92,9 +93,23 @@ def tokens(rollout_id: str, ref: RunRef = Depends(run_ref), dec: TokenDecoder = 
                          completion_logprobs=c["logprobs"])
         out.append(CallTokens(idx=c["idx"], status=c["status"], finish_reason=c["finish_reason"],
                               token_ids=c["token_ids"] or [], texts=texts[k] if texts else None, logprobs=c["logprobs"],
-                              trainer_logprobs=c["trainer_logprobs"], trained=trained and call.trainable))
+                              trainer_logprobs=c["trainer_logprobs"], trained=trained and call.trainable,
+                              correction_weights=correction_weights(correction, c["trainer_logprobs"], c["logprobs"])))
     return TokenView(tokenizer=source, trained=trained, why=why, calls=out,
                      trainer_logprobs_recorded=any(c.trainer_logprobs is not None for c in out))
+
+
+def run_correction(config: dict[str, Any]) -> TisCorrection | MisCorrection | None:
+    """The rollout correction an rl run's config used (`trainer.loss.correction`), if any."""
+    correction = config.get("trainer", {}).get("loss", {}).get("correction")
+    return LossConfig(correction=correction).correction if correction else None
+
+
+def correction_weights(correction: TisCorrection | MisCorrection | None, trainer: list[float] | None,
+                       sampler: list[float] | None) -> list[float] | None:
+    if correction is None or trainer is None or sampler is None or len(trainer) != len(sampler):
+        return None
+    return correction.weights([t - s for t, s in zip(trainer, sampler)])
 
 
 def trained_why(kind: str, row: dict[str, Any]) -> tuple[bool, str]:

@@ -15,13 +15,19 @@ when the engine already runs version >= N - max_off_policy_steps. So when the tr
 bottleneck (a CPU run), nothing is generated only to be thrown away; when generation is, the engine
 always has the next step's groups queued. Drops then come only from groups that outlive more than
 one step.
+
+Dynamic sampling (DAPO, `orchestrator.dynamic_sampling`): with a `keep` predicate (the group
+carries a learning signal: its rewards differ), a fresh group that fails it does not count towards
+the step's `groups_per_step`; it is returned as `filtered` (stored, not trained) and another group
+takes its place, until the step has `groups_per_step` kept groups or `max_extra` groups beyond
+`groups_per_step` have landed for it (the cap on extra generation; then the step trains on what it kept).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -39,6 +45,8 @@ class Landed(Generic[T]):
 class Collected(Generic[T]):
     fresh: list[Landed[T]]
     stale: list[Landed[T]]
+    filtered: list[Landed[T]] = field(default_factory=list)
+    """Fresh groups that failed `keep` (dynamic sampling): stored, not trained."""
 
 
 class GroupPool(Generic[T]):
@@ -54,25 +62,33 @@ class GroupPool(Generic[T]):
         return step - 1 - policy_version <= self.max_lag
 
     async def collect(self, step: int, prefetch: bool = True,
-                      before_top_up: Callable[[], Awaitable[object]] | None = None) -> Collected[T]:
+                      before_top_up: Callable[[], Awaitable[object]] | None = None,
+                      keep: Callable[[T], bool] | None = None, max_extra: int = 0) -> Collected[T]:
         """The first `groups_per_step` groups fresh for `step` and the stale ones met on the way.
 
         `prefetch`: also start groups for step + 1 when they would be fresh there (off for the last
         step, so nothing is left running). `before_top_up` runs before groups are started (the
-        orchestrator loads newer weights there, so new groups start on the newest policy). An
-        exception from a group propagates; `cancel()` then stops the rest.
+        orchestrator loads newer weights there, so new groups start on the newest policy). `keep`
+        and `max_extra`: dynamic sampling (see the module docstring). An exception from a group
+        propagates; `cancel()` then stops the rest.
         """
         out: Collected[T] = Collected([], [])
-        while len(out.fresh) < self.groups_per_step:
+        budget = self.groups_per_step + max_extra
+        while len(out.fresh) < self.groups_per_step and len(out.fresh) + len(out.filtered) < budget:
             if before_top_up is not None:
                 await before_top_up()
             self._top_up(step, len(out.fresh), prefetch)
             done, _ = await asyncio.wait(self.tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in sorted(done, key=self._order):
-                if len(out.fresh) == self.groups_per_step:
+                if len(out.fresh) == self.groups_per_step or len(out.fresh) + len(out.filtered) == budget:
                     break  # finished early: it waits in the pool for the next step
                 landed = Landed(task.result(), self.tasks.pop(task))
-                (out.fresh if self.fresh_for(step, landed.policy_version) else out.stale).append(landed)
+                if not self.fresh_for(step, landed.policy_version):
+                    out.stale.append(landed)
+                elif keep is None or keep(landed.group):
+                    out.fresh.append(landed)
+                else:
+                    out.filtered.append(landed)
         return out
 
     def _top_up(self, step: int, collected: int, prefetch: bool) -> None:

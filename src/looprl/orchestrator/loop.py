@@ -13,13 +13,15 @@ For each step N (from 1):
 4. Rewards -> advantages: components weighted into a total (zero-filled across the batch), reward
    minus the group's mean, divided by the group's std with `normalize_std` (the default); failed
    rollouts stay out of the loss unless `include_failed`; groups with no non-zero advantage are
-   skipped and counted.
+   skipped and counted (`no_signal_frac`; most groups so for several steps in a row: a warning,
+   `session.collapse`). With `dynamic_sampling` such groups are replaced by new ones in step 3, up to
+   `max_extra_groups` per step (`groups_sampled`, `groups_kept`).
 5. Samples from the recorded calls, packed by token budget into `steps/step_N/batch.json`.
 6. Store: the rollouts at once (before the batch is handed over), each with the components it was
    zero-filled on; the step's metrics, and the trainer's logprobs on the calls it trained, when the
    trainer's report for step N arrives (the metrics kept in
    `steps/step_N/orchestrator.json` meanwhile, so a crash cannot lose them: `--resume` stores what
-   it finds missing).
+   it finds missing). Each stored step's metrics also go to the `[log.trackers]`.
 
 Env servers, gateway, store writer and reward totals are the run's `RolloutSession`
 (`looprl.session`); env code runs in env server worker processes, never on this process's event loop.
@@ -48,8 +50,10 @@ from looprl.orchestrator.weight_sync import WeightSync
 from looprl.paths import batch_path, progress_path, rollout_metrics_path, trainer_report_path
 from looprl.session import Group, RolloutSession
 from looprl.session.advantages import batch_advantages
+from looprl.session.collapse import ExplorationWatch
 from looprl.session.rewards import UnusedWeights, mark_zero_filled
 from looprl.store.reader import RunStoreReader
+from looprl.trackers import TrackedRun, Trackers, inspector_link, open_trackers
 from looprl.utils.logger import get_logger
 
 
@@ -71,11 +75,18 @@ class Orchestrator:
         self.loss_calls: dict[str, list[tuple[int, int]]] = {}
         """Per rollout trained and not yet stored: `(call idx, completion tokens)` its loss tokens came from."""
         self.unused_weights = UnusedWeights(cfg.orchestrator.reward_weights)
+        self.trackers = Trackers()
+        """`[log.trackers]`: each stored step's metrics go to them too (started when the run starts)."""
+        self.exploration = ExplorationWatch()
+        """Warns when most groups carried no signal for several steps in a row (`session.collapse`)."""
 
     async def run(self, resume_step: int) -> None:
         cfg, session = self.cfg, self.session
         try:
             async with session:
+                self.trackers = await asyncio.to_thread(  # a tracker's start may take seconds (W&B's service)
+                    open_trackers, cfg.log.trackers,
+                    TrackedRun(self.run_dir.resolve().name, self.run_dir, session.run_id, cfg.model_dump(mode="json")))
                 order = await self._example_order(resume_step)
                 pool: GroupPool[Group] = GroupPool(
                     lambda: session.roll_out(order.next(), "train", cfg.orchestrator.group_size),
@@ -89,6 +100,7 @@ class Orchestrator:
                     await pool.cancel()
                 await self.finish()
         finally:
+            self.trackers.finish()
             get_logger().info("orchestrator {}", session.status)
 
     async def _example_order(self, resume_step: int) -> ExampleOrder:
@@ -115,10 +127,14 @@ class Orchestrator:
 
         # 1. rollouts: the first whole groups of siblings to finish, fresh enough for this step
         gen_start = time.perf_counter()
-        landed = await pool.collect(step, prefetch=step < cfg.max_steps, before_top_up=self.weights.sync)
+        dynamic = ocfg.dynamic_sampling
+        landed = await pool.collect(step, prefetch=step < cfg.max_steps, before_top_up=self.weights.sync,
+                                    keep=self.has_signal if dynamic else None,
+                                    max_extra=dynamic.max_extra_groups if dynamic else 0)
         metrics["gen_time_s"] = time.perf_counter() - gen_start
-        groups = [g.group for g in landed.fresh]
-        metrics.update(lag_metrics(step, [(g.policy_version, first_request(g.group)) for g in landed.fresh],
+        sampled = landed.fresh + landed.filtered
+        groups = [g.group for g in sampled]
+        metrics.update(lag_metrics(step, [(g.policy_version, first_request(g.group)) for g in sampled],
                                    self.weights.published_at, self.weights.loaded_at))
         metrics["groups_dropped"] = float(len(landed.stale))
         metrics["rollouts_dropped"] = float(sum(len(g.group) for g in landed.stale))
@@ -147,6 +163,14 @@ class Orchestrator:
 
         metrics.update(rollout_metrics(records, ocfg.reward_weights))
         metrics["groups_skipped"] = float(sum(a.skipped for a in advantages))
+        metrics["groups_sampled"] = float(len(groups))
+        metrics["groups_kept"] = metrics["groups_sampled"] - metrics["groups_skipped"]
+        metrics["no_signal_frac"] = metrics["groups_skipped"] / max(len(groups), 1)
+        if self.exploration.observe(step, len(groups), int(metrics["groups_skipped"])):
+            example = next((g[0][0].rollout_id for g, a in zip(groups, advantages) if a.skipped and g), None)
+            get_logger().warning(self.exploration.warning(
+                step, len(groups), int(metrics["groups_skipped"]),
+                example and f"{example}: {inspector_link(self.run_dir, self.session.run_id, example)}"))
         metrics["samples"], metrics["micro_batches"] = float(len(samples)), float(len(micro_batches))
         metrics["sample_breaks"] = float(breaks)
         metrics["step_time_s"] = time.perf_counter() - started
@@ -156,6 +180,10 @@ class Orchestrator:
         write_atomic(rollout_metrics_path(self.run_dir, step), json.dumps(metrics))
         write_model(batch_path(self.run_dir, step),
                     TrainBatch(step=step, micro_batches=micro_batches, progress={"sampler": order.state()}))
+
+    def has_signal(self, group: Group) -> bool:
+        """Whether a group's advantages are not all zero (dynamic sampling keeps only those)."""
+        return not batch_advantages([[r for r, _ in group]], self.cfg.orchestrator)[0].skipped
 
     async def evaluate(self, step: int) -> dict[str, float]:
         """Rollouts on the first `eval.num_examples` eval examples with the engine's current weights."""
@@ -200,6 +228,7 @@ class Orchestrator:
         metrics = self.pending.pop(step) | {f"train/{k}": v for k, v in report.metrics.items()}
         assert self.session.writer is not None
         self.session.writer.write_step(self.session.run_id, step, metrics)
+        self.trackers.log(step, metrics)
         self.session.writer.write_trainer_logprobs(
             (rollout_id, idx, values) for rollout_id, logprobs in report.rollout_logprobs.items()
             for idx, values in per_call(self.loss_calls.pop(rollout_id, []), logprobs) or [])

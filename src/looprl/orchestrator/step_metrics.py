@@ -5,6 +5,9 @@ Metric names (the JSON object stored per step, `looprl metrics` prints them):
 - `reward`, `reward_std`, `reward/<component>`, `reward/<component>_std`: over scored rollouts,
   components zero-filled across the batch; `pass_rate`: share of scored rollouts with reward > 0.
 - `rollouts`, `failed`, `termination/<reason>`; `groups_skipped` (zero advantage, out of the batch).
+- `groups_sampled` (fresh groups that landed for the step: more than `batch_size / group_size` with
+  dynamic sampling), `groups_kept` (those with a learning signal, trained), `no_signal_frac`
+  (`groups_skipped / groups_sampled`: near 1 for steps in a row means the policy stopped exploring).
 - `groups_dropped`, `rollouts_dropped`: groups that started on weights more than
   `max_off_policy_steps` behind the step (stored with no advantage, not trained, not in the rewards).
 - `off_policy_lag`, `off_policy_lag_max`: mean and largest number of optimizer steps between the
@@ -22,7 +25,8 @@ Metric names (the JSON object stored per step, `looprl metrics` prints them):
   step waited for its groups: 0 when they all finished during the previous step), `wait_time_s`
   (waiting for the trainer's weights), `step_time_s`.
 - From the trainer, prefixed `train/`: `loss`, `entropy`, `mismatch_kl`, `clipped_frac`, `grad_norm`,
-  `lr`, `train_tokens_per_s`, `train_time_s`, ...
+  `lr`, `train_tokens_per_s`, `train_time_s`, ...; with a rollout correction `is_truncated_frac`,
+  `is_masked_frac`, `is_weight`.
 - From evaluations, prefixed `eval/`: `reward`, `reward/<component>`, `pass_rate`, `policy_version`.
 """
 

@@ -83,6 +83,7 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
             ranks.barrier()
         log.info("resumed from checkpoint step {}", resume_step)
     token_loss, normalize = select.token_loss(tcfg.loss), select.normalize(tcfg.loss)
+    correction = select.rollout_correction(tcfg.loss)
 
     def is_kept(step: int) -> bool:
         return (ccfg.interval > 0 and step % ccfg.interval == 0) or step == cfg.max_steps
@@ -94,7 +95,8 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
         waited = time.perf_counter() - started
         collected = RolloutLogprobs()
         metrics = train_step(model, optimizer, scheduler, batch.micro_batches, token_loss, normalize,
-                             tcfg.optim.max_grad_norm, ref_model, tcfg.loss.kl_coef, ranks, collected)
+                             tcfg.optim.max_grad_norm, ref_model, tcfg.loss.kl_coef, ranks, collected,
+                             select.sequence_level(tcfg.loss), correction)
         rollout_logprobs = collected.gather(ranks)
         broadcast_start = time.perf_counter()
         state = full_state_dict(model, ranks, adapter_only)

@@ -10,7 +10,11 @@
 Metrics are means over the step's loss tokens: `entropy` of the policy, `mismatch_kl` (k3 estimate
 of KL(inference || trainer) on the sampled tokens: ~0 when both run the same weights, growing with
 kernel mismatch and off-policy lag), `clipped_frac`, plus `loss`, `grad_norm`, `lr` and throughput
-(`tokens` are the tokens computed: a prompt shared by siblings counts once). Given a
+(`tokens` are the tokens computed: a prompt shared by siblings counts once). With `sequence_level`
+(GSPO) each sample's tokens share one ratio, their mean log ratio (`loss.gspo`). With a rollout
+`correction` (`loss.correction`, TIS or MIS) the step also reports `is_truncated_frac`,
+`is_masked_frac` (shares of loss tokens whose weight it truncated / masked) and `is_weight` (the
+mean weight). Given a
 `RolloutLogprobs`, the step also keeps the logprob of every loss token from those same passes, per
 rollout, for the trainer's report.
 """
@@ -26,6 +30,7 @@ import torch
 from looprl.handoff import MicroBatch, sample_segments
 from looprl.trainer.logprobs import token_logprobs
 from looprl.trainer.loss import TokenLoss, normalization, policy_loss
+from looprl.trainer.loss.correction import Correction
 from looprl.trainer.loss.kl import token_kl
 from looprl.trainer.parallel import Ranks, all_sum, assign, full_value
 from looprl.trainer.rollout_logprobs import RolloutLogprobs
@@ -43,13 +48,16 @@ def train_step(
     kl_coef: float = 0.0,
     ranks: Ranks | None = None,
     rollout_logprobs: RolloutLogprobs | None = None,
+    sequence_level: bool = False,
+    correction: Correction | None = None,
 ) -> dict[str, float]:
     start = time.perf_counter()
     ranks = ranks or Ranks()
     model.train()
     weights = step_weights(micro_batches, normalize)
     loss_tokens = sum(sum(mb.loss_mask) for mb in micro_batches)
-    totals = {"loss": 0.0, "entropy": 0.0, "mismatch_kl": 0.0, "clipped_frac": 0.0, "ref_kl": 0.0}
+    totals = {"loss": 0.0, "entropy": 0.0, "mismatch_kl": 0.0, "clipped_frac": 0.0, "ref_kl": 0.0,
+              "is_truncated_frac": 0.0, "is_masked_frac": 0.0, "is_weight": 0.0}
     for i in rank_passes(micro_batches, ranks):
         padding = i is None  # a zero-weight pass: this rank has fewer micro-batches than the busiest
         mb = micro_batches[0 if i is None else i]
@@ -65,7 +73,7 @@ def train_step(
                 with torch.no_grad():
                     ref, _ = token_logprobs(ref_model, ids, pos, mask, mb.trees)
         out = policy_loss(token_loss, logprobs, inference, torch.tensor(mb.advantages, device=to), w.to(to), ref,
-                          kl_coef)
+                          kl_coef, sequence_ids(mb).to(to), sequence_level, correction)
         (out.loss * ranks.world_size).backward()  # FSDP averages gradients over ranks; the step sums
         if padding:
             continue
@@ -73,6 +81,9 @@ def train_step(
         totals["loss"] += out.loss.item()
         totals["clipped_frac"] += out.clipped
         totals["ref_kl"] += out.kl
+        totals["is_truncated_frac"] += out.truncated
+        totals["is_masked_frac"] += out.masked
+        totals["is_weight"] += out.correction_weight
         sampled = logprobs.detach()[mask]
         totals["entropy"] += float(entropy[mask].sum())
         totals["mismatch_kl"] += float(token_kl(inference[mask], sampled).sum())
@@ -87,7 +98,8 @@ def train_step(
     elapsed = time.perf_counter() - start
     tokens = sum(len(mb.token_ids) for mb in micro_batches)
     per_loss_token = max(loss_tokens, 1)
-    return {
+    corrections = {k: totals[k] / per_loss_token for k in ("is_truncated_frac", "is_masked_frac", "is_weight")}
+    return ({} if correction is None else corrections) | {
         "loss": totals["loss"],
         "entropy": totals["entropy"] / per_loss_token,
         "mismatch_kl": totals["mismatch_kl"] / per_loss_token,
@@ -110,6 +122,14 @@ def rank_passes(micro_batches: Sequence[MicroBatch], ranks: Ranks) -> list[int |
     shares = assign([len(mb.token_ids) for mb in micro_batches], ranks.world_size)
     mine: list[int | None] = list(shares[ranks.rank])
     return mine + [None] * (max(len(s) for s in shares) - len(mine))
+
+
+def sequence_ids(mb: MicroBatch) -> torch.Tensor:
+    """Each token's sample index in the row (0, 1, ...), -1 on tokens of no sample (a shared prompt)."""
+    ids = torch.full((len(mb.token_ids),), -1, dtype=torch.long)
+    for i, seg in enumerate(sample_segments(mb.trees)):
+        ids[seg.start:seg.end] = i
+    return ids
 
 
 def step_weights(micro_batches: Sequence[MicroBatch], normalize: normalization.Normalization) -> list[torch.Tensor]:

@@ -83,3 +83,19 @@ def test_eval_totals_use_reward_weights(tmp_path, capsys):
         summary = json.loads(db.execute("SELECT summary FROM runs").fetchone()[0])
     assert len(rows) == 4 and all(reward == 2 * rewards["correct"] for rewards, reward in rows)
     assert summary["rewards"]["reward"] == pytest.approx(sum(r for _, r in rows) / 4)
+
+
+def test_eval_logs_its_results_to_a_tracker(tmp_path, capsys):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = tmp_path / "run"
+    with ScriptedServer(solve) as server:
+        assert main(["eval", ENV, "--base-url", server.base_url, "--api-key", "secret", "--split", "train",
+                     "-n", "2", "-r", "1", "--tracker", "tensorboard", "-o", str(out)]) == 0
+    events = EventAccumulator(str(out / "tensorboard"), size_guidance={"tensors": 0})
+    events.Reload()
+    assert [e.value for e in events.Scalars("eval/rollouts")] == [2.0]
+    assert "eval/reward" in events.Tags()["scalars"]
+    config = events.Tensors("config/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert '"rollouts_per_example": 1' in config and "secret" not in config

@@ -4,6 +4,7 @@ siblings' replies, an example's history, search snippets, reward histograms, HTM
 import json
 import sqlite3
 
+import pytest
 from fastapi.testclient import TestClient
 
 from looprl.inspector.app import create_app
@@ -41,6 +42,19 @@ def test_tokens_loss_mask_and_missing_trainer_logprobs(client):
     assert not client.get(f"{API}/rollouts/eval-2-0/tokens").json()["trained"]
 
 
+def test_tokens_show_the_rollout_correction_weight(run_dir):
+    with sqlite3.connect(run_dir / "looprl.db") as db:
+        db.execute("UPDATE runs SET config=?", (json.dumps({"trainer": {"loss": {"correction": {
+            "type": "tis", "cap": 2.0}}}}),))
+        db.execute("UPDATE model_calls SET completion_token_ids=?, completion_logprobs=?, trainer_logprobs=? "
+                   "WHERE rollout_id='train-0-0' AND idx=0",
+                   ("[5, 6]", json.dumps([-1.0, -2.0]), json.dumps([-1.5, 0.0])))
+    with TestClient(create_app([run_dir])) as c:
+        [call] = [c for c in c.get(f"{API}/rollouts/train-0-0/tokens").json()["calls"] if c["idx"] == 0]
+    # rho = exp(trainer - sampler): e^-0.5 kept, e^2 truncated at the cap 2
+    assert call["correction_weights"] == [pytest.approx(0.6065306597), 2.0]
+
+
 def test_replies_history_snippets_histogram(client):
     assert client.get(f"{API}/rollouts/train-0-0/replies").json() == {"train-0-0": "The answer is 4.",
                                                                        "train-0-1": "The answer is 4."}
@@ -65,3 +79,19 @@ def test_unknown_pages_are_html_and_the_api_stays_json(client):
     assert "Back to run toy-run" in client.get("/runs/toy-run/rollouts/nope").text
     assert client.get("/api/runs/nope").json() == {"detail": "no run 'nope'"}
     assert client.get(f"{API}/rollouts/nope/explain").status_code == 404
+
+
+def test_run_page_metrics_replay_the_stopped_exploring_warning(run_dir):
+    with sqlite3.connect(run_dir / "looprl.db") as db:
+        for step in (0, 1, 2):
+            db.execute("UPDATE steps SET metrics=? WHERE step=?",
+                       (json.dumps({"reward": 1.0, "groups_sampled": 4, "groups_skipped": 4}), step))
+        db.execute("UPDATE rollouts SET advantage=NULL WHERE rollout_id='train-2-7'")
+    with TestClient(create_app([run_dir])) as c:
+        [warning] = c.get(f"{API}/metrics").json()["exploration"]
+    assert warning["step"] == 2 and warning["rollout_id"] == "train-2-7"
+    assert warning["message"].startswith("the policy stopped exploring: at each of steps 0-2 most groups (4 of 4")
+
+
+def test_no_exploration_warning_without_group_counts(client):
+    assert client.get(f"{API}/metrics").json()["exploration"] == []

@@ -112,3 +112,24 @@ async def test_a_failing_group_propagates_and_cancel_stops_the_rest():
         await p.collect(step=1)
     await p.cancel()
     assert not p.tasks
+
+
+async def test_dynamic_sampling_replaces_groups_without_signal_up_to_the_cap():
+    groups = Groups()
+    p = pool(groups, per_step=2)
+    task = asyncio.ensure_future(p.collect(step=1, prefetch=False, keep=lambda n: n % 2 == 0, max_extra=1))
+    await settle()
+    groups.release(0, 1)  # 1 has no signal: replaced by a third group
+    await settle()
+    assert groups.started == [0, 1, 2] and not task.done()
+    groups.release(2)
+    got = await task
+    assert [g.group for g in got.fresh] == [0, 2] and [g.group for g in got.filtered] == [1]
+
+    capped = asyncio.ensure_future(p.collect(step=1, prefetch=False, keep=lambda n: False, max_extra=1))
+    await settle()
+    groups.release(*range(3, len(groups.started)))
+    await settle()
+    groups.release(*range(3, len(groups.started)))
+    got = await capped
+    assert got.fresh == [] and len(got.filtered) == 3  # 2 + at most 1 extra, then the step goes on

@@ -15,6 +15,7 @@ from looprl.envs.types import RolloutResult
 from looprl.orchestrator.inflight import Collected, Landed
 from looprl.orchestrator.loop import Orchestrator
 from looprl.session import RolloutSession
+from looprl.session.collapse import ExplorationWatch
 from looprl.session.rewards import UnusedWeights, mark_zero_filled
 from looprl.store.reader import RunStoreReader
 from looprl.store.records import RolloutRecord
@@ -51,11 +52,18 @@ class FakeWeights:
 
 
 class FakePool:
-    def __init__(self, fresh, stale):
-        self.landed = Collected([Landed(g, 0) for g in fresh], [Landed(g, 0) for g in stale])
+    """Hands the step these groups; with a `keep` predicate (dynamic sampling) the fresh ones it
+    rejects come back as filtered."""
 
-    async def collect(self, step, prefetch, before_top_up):
-        return self.landed
+    def __init__(self, fresh, stale):
+        self.fresh, self.stale = fresh, stale
+        self.max_extra: int | None = None
+
+    async def collect(self, step, prefetch, before_top_up, keep=None, max_extra=0):
+        self.max_extra = max_extra
+        kept = [g for g in self.fresh if keep is None or keep(g)]
+        return Collected([Landed(g, 0) for g in kept], [Landed(g, 0) for g in self.stale],
+                         [Landed(g, 0) for g in self.fresh if g not in kept])
 
 
 class FakeSampler:
@@ -63,16 +71,23 @@ class FakeSampler:
         return {}
 
 
-def test_rl_step_stores_the_batch_zero_fill(tmp_path):
-    orch = Orchestrator.__new__(Orchestrator)  # the step only: no engine, env server or gateway
+def step_only(tmp_path: Path, **orchestrator) -> Orchestrator:
+    """An orchestrator that can run `step` only: no engine, env server or gateway."""
+    orch = Orchestrator.__new__(Orchestrator)
     orch.cfg = RLConfig(env={"source": "x.py:E"}, max_steps=2,
                         orchestrator={"batch_size": 4, "group_size": 2, "max_off_policy_steps": 1,
-                                      "eval": {"interval": 0}})
+                                      "eval": {"interval": 0}, **orchestrator})
     orch.run_dir, orch.pending = tmp_path, {}
     orch.unused_weights = UnusedWeights({})
     orch.session = RolloutSession.__new__(RolloutSession)  # records and writes only
     orch.session.run_id, orch.session.env_name, orch.session.reward_weights = "run", "toy", {}
     orch.weights, orch.session.writer = FakeWeights(), RunStoreWriter(tmp_path)
+    orch.exploration = ExplorationWatch()
+    return orch
+
+
+def test_rl_step_stores_the_batch_zero_fill(tmp_path):
+    orch = step_only(tmp_path)
     fresh = [[(result("a", {"correct": 1.0, "format": 1.0}, "g1"), []), (result("b", {"correct": 0.0}, "g1"), [])],
              [(result("c", None, "g2"), []), (result("d", {"correct": 1.0, "format": 0.5}, "g2"), [])]]
     stale = [[(result("e", {"correct": 1.0}, "g3"), []), (result("f", {"correct": 0.0, "format": 1.0}, "g3"), [])]]

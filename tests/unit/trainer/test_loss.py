@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from looprl.trainer.loss import clipped, masked, normalization, policy_loss, truncated
+from looprl.trainer.loss import cispo, clipped, gspo, masked, normalization, policy_loss, truncated
 
 
 def _logps(*probs: float) -> torch.Tensor:
@@ -66,6 +66,50 @@ def test_masked_band_is_configurable():
     out = masked.token_loss(log_ratio, torch.ones(2, dtype=torch.float64), low=0.125, high=8.0)
     assert out.clipped.tolist() == [False, False]
     assert out.loss.tolist() == pytest.approx([-1.5, -3.0])
+
+
+def test_cispo_clips_the_weight_on_both_sides_and_keeps_every_gradient():
+    logprobs = _logps(0.6, 0.05).requires_grad_()
+    inference = _logps(0.1, 0.1)  # ratios 6.0 (above high) and 0.5 (below low)
+    advantages = torch.tensor([1.0, -2.0], dtype=torch.float64)
+    weights = torch.ones(2, dtype=torch.float64)
+    out = policy_loss(lambda r, a: cispo.token_loss(r, a, low=0.8, high=5.0), logprobs, inference, advantages, weights)
+    # w = clip(ratio, 0.8, 5): 5 and 0.8; value -w*A = -5 + 1.6; gradient -w*A on both tokens
+    assert out.loss.item() == pytest.approx(-3.4)
+    assert out.clipped == 2
+    out.loss.backward()
+    assert logprobs.grad.tolist() == pytest.approx([-5.0, 1.6])
+
+
+def test_truncated_is_cispo_without_a_lower_clip():
+    log_ratio = torch.log(torch.tensor([0.01, 1.5, 3.0], dtype=torch.float64))
+    advantages = torch.tensor([1.0, -1.0, 2.0], dtype=torch.float64)
+    a, b = truncated.token_loss(log_ratio, advantages, cap=2.0), cispo.token_loss(log_ratio, advantages, 0.0, 2.0)
+    assert a.loss.tolist() == b.loss.tolist() and a.clipped.tolist() == b.clipped.tolist() == [False, False, True]
+
+
+def test_gspo_clips_each_sequence_on_its_geometric_mean_ratio():
+    # sequence 0: token ratios 2 and 1 -> s = sqrt(2) ~ 1.414 with A = +1: past 1 + 0.2, clipped, no gradient;
+    # sequence 1: token ratios 0.9 and 0.9 -> s = 0.9 with A = -1: inside, -s*A = 0.9 per token
+    logprobs = _logps(0.8, 0.4, 0.45, 0.45).requires_grad_()
+    inference = _logps(0.4, 0.4, 0.5, 0.5)
+    advantages = torch.tensor([1.0, 1.0, -1.0, -1.0], dtype=torch.float64)
+    weights = torch.full((4,), 0.25, dtype=torch.float64)
+    sequences = torch.tensor([0, 0, 1, 1])
+    out = policy_loss(clipped.token_loss, logprobs, inference, advantages, weights, sequences=sequences,
+                      sequence_level=True)
+    assert out.loss.item() == pytest.approx(0.25 * (-1.2 * 2 + 0.9 * 2))
+    assert out.clipped == 2
+    out.loss.backward()
+    # each of the sequence's 2 tokens carries 0.25 * -s*A, and d(-s*A)/dlogp_t = -A * s / 2:
+    # 2 * 0.25 * 0.9 / 2 per token
+    assert logprobs.grad.tolist() == pytest.approx([0.0, 0.0, 0.25 * 0.9, 0.25 * 0.9])
+
+
+def test_gspo_sequence_ratio_ignores_tokens_off_the_mask():
+    log_ratio = torch.tensor([5.0, 0.2, 0.4, -7.0, 0.3])
+    mean = gspo.sequence_log_ratio(log_ratio, torch.tensor([-1, 0, 0, -1, 1]))
+    assert mean.tolist() == pytest.approx([0.0, 0.3, 0.3, 0.0, 0.3])
 
 
 def test_on_policy_variants_agree():

@@ -66,3 +66,20 @@ def test_warmup_scales_the_learning_rate(model):
         optimizer.step()
         scheduler.step()
     assert lrs == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0, 1.0])
+
+
+def test_a_rollout_correction_reports_its_weights(model):
+    from functools import partial
+
+    from looprl.trainer.loss import correction
+
+    sample = _on_policy_sample(model, [5, 9, 3, 7, 20, 21, 22], 4, advantage=1.0)
+    sample.inference_logprobs[5] -= 2.0  # the engine put this token at e^-2 of the trainer's probability
+    optimizer = build_optimizer(model, lr=1e-2)
+    metrics = train_step(model, optimizer, build_scheduler(optimizer), pack([sample], 64), truncated.token_loss,
+                         correction=partial(correction.tis, cap=2.0))
+    assert metrics["is_truncated_frac"] == pytest.approx(1 / 3)  # rho = e^2 on one of 3 loss tokens
+    assert metrics["is_weight"] == pytest.approx((1 + 2 + 1) / 3, abs=1e-4)
+    assert metrics["is_masked_frac"] == 0.0
+    plain = train_step(model, optimizer, build_scheduler(optimizer), pack([sample], 64), truncated.token_loss)
+    assert "is_weight" not in plain

@@ -35,6 +35,20 @@ def test_masked_from_overrides():
     assert out.loss.tolist() == pytest.approx([-3.0, 0.0])  # 3 inside [0.5, 4]; 0.25 masked
 
 
+def test_cispo_from_overrides():
+    config = load_config(TrainerConfig, ["--loss.ratio.type", "cispo", "--loss.ratio.low", "0.5"])
+    out = select.token_loss(config.loss)(torch.log(torch.tensor([8.0, 0.25])), torch.tensor([1.0, 1.0]))
+    assert out.loss.tolist() == pytest.approx([-5.0, -0.5])  # weights clipped to [0.5, 5]
+    assert not select.sequence_level(config.loss)
+
+
+def test_gspo_is_the_clip_at_sequence_level():
+    config = load_config(TrainerConfig, ["--loss.ratio.type", "gspo"])
+    assert select.sequence_level(config.loss)
+    out = select.token_loss(config.loss)(torch.tensor([1e-3, -1e-4]), torch.tensor([1.0, 1.0]))
+    assert out.loss.tolist() == pytest.approx([-(1 + 4e-4), -math.exp(-1e-4)])  # clipped at 1 + 4e-4; inside
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--loss.normalization", "constant"], "needs normalization_constant"),
     (["--loss.ratio.type", "truncated", "--loss.ratio.eps_low", "0.1"], "loss.ratio.truncated.eps_low"),

@@ -14,6 +14,7 @@ import contextlib
 import math
 from pathlib import Path
 
+from looprl.config.trackers import TRACKER_NAMES
 from looprl.errors import UserError
 
 RANGES: dict[str, tuple[str, float, bool]] = {
@@ -57,6 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-level", default="INFO", help="level of env log records captured per rollout")
     p.add_argument("--output", "-o", type=Path, required=True, help="run directory to write")
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --output")
+    p.add_argument("--tracker", action="append", default=[], choices=TRACKER_NAMES,
+                   help="also log the config and results to this experiment tracker, in its local/offline mode "
+                        "(repeatable; the defaults of [log.trackers.NAME])")
 
 
 def check_ranges(args: argparse.Namespace) -> None:
@@ -86,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
 
     from looprl.commands.endpoint import model_endpoint
     from looprl.commands.eval.progress import RolloutProgress
-    from looprl.commands.eval.run import EvalRunConfig, prepare_output, run_eval
+    from looprl.commands.eval.run import EvalRunConfig, prepare_output, run_eval, track_eval
     from looprl.commands.eval.summary import print_summary
-    from looprl.config import EnvRuntimeConfig, SamplingParams
+    from looprl.config import EnvRuntimeConfig, SamplingParams, TrackersConfig
     from looprl.envserver.loading import parse_env_args
     from looprl.session.preflight import check_env
 
@@ -116,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         with RolloutProgress(len(examples) * args.rollouts_per_example) as progress:
             summary = asyncio.run(run_eval(cfg, lambda records: progress.advance(r.reward for r in records)))
     print_summary(summary)
+    if args.tracker:
+        track_eval(TrackersConfig.named(args.tracker), cfg, summary)
     print(f"run written to {args.output} — look at it with: looprl rollouts {args.output} · "
           f"looprl logs {args.output} · looprl inspect {args.output}")
     return 0

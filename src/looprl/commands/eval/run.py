@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from looprl.commands.eval.summary import summarize
-from looprl.config import EnvRuntimeConfig, SamplingParams
+from looprl.config import EnvRuntimeConfig, SamplingParams, TrackersConfig
 from looprl.envs.types import DatasetSplit, Example
 from looprl.errors import UserError
 from looprl.gateway.app import Gateway
@@ -31,6 +31,7 @@ from looprl.paths import db_path, logs_dir
 from looprl.session import RolloutSession
 from looprl.session.rewards import mark_zero_filled
 from looprl.store.records import RolloutRecord
+from looprl.trackers import TrackedRun, open_trackers
 
 
 class EvalRunConfig(BaseModel):
@@ -117,3 +118,14 @@ async def run_eval(cfg: EvalRunConfig, on_group: Callable[[list[RolloutRecord]],
             session.writer.mark_zero_filled(records)
             session.summary = summarize(records, time.time() - started, cfg.reward_weights)
     return session.summary
+
+
+def track_eval(trackers: TrackersConfig, cfg: EvalRunConfig, summary: dict[str, Any]) -> None:
+    """Log the evaluation's config (without the API key) and results to `trackers`, as step 0."""
+    run = TrackedRun(cfg.output.resolve().name, cfg.output, cfg.output.resolve().name,
+                     cfg.model_dump(mode="json", exclude={"api_key"}))
+    metrics = {f"eval/{k}": v for k, v in summary["rewards"].items()}
+    metrics |= {f"eval/{k}": summary[k] for k in ("rollouts", "scored", "failed", "wall_s", "rollouts_per_s")}
+    opened = open_trackers(trackers, run)
+    opened.log(0, metrics)
+    opened.finish()

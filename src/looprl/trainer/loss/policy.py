@@ -1,7 +1,10 @@
 """The token-level policy-gradient loss of one micro-batch, read top to bottom.
 
 log_ratio = logp_trainer - logp_inference          (the importance ratio, in log space)
-per_token = token_loss(log_ratio, advantages)      (a variant: PPO-style clipped, truncated IS, masked IS)
+          or logp_trainer - logp_old               (with a rollout correction: see `correction`)
+log_ratio = its sequence's mean                    (only at sequence level: GSPO, see `gspo`)
+per_token = token_loss(log_ratio, advantages)      (a variant: PPO-style clipped, truncated IS, masked IS, CISPO)
+          * w                                      (the rollout correction's weight, if any: TIS / MIS)
           + kl_coef * kl(logp_trainer, logp_ref)   (optional, off by default)
 loss      = sum(per_token * weights)               (weights: the normalisation, 0 off the loss mask)
 
@@ -16,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from looprl.trainer.loss.correction import Correction
+from looprl.trainer.loss.gspo import sequence_log_ratio
 from looprl.trainer.loss.kl import token_kl
 
 
@@ -35,13 +40,18 @@ TokenLoss = Callable[[torch.Tensor, torch.Tensor], TokenLossOutput]
 class LossOutput:
     """The micro-batch's weighted loss (differentiable) and plain sums over its loss tokens (metrics).
 
-    `clipped` counts the loss tokens whose ratio was clipped or truncated, `kl` sums their reference
-    KL: divided by the step's loss tokens they become the step's means, whatever the normalisation.
+    `clipped` counts the loss tokens whose ratio the objective clipped or truncated, `kl` sums their
+    reference KL, `truncated` / `masked` count those the rollout correction truncated / masked, and
+    `correction_weight` sums its weights: divided by the step's loss tokens they become the step's
+    means, whatever the normalisation.
     """
 
     loss: torch.Tensor
     clipped: int
     kl: float
+    truncated: int = 0
+    masked: int = 0
+    correction_weight: float = 0.0
 
 
 def policy_loss(
@@ -52,15 +62,36 @@ def policy_loss(
     weights: torch.Tensor,
     ref_logprobs: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    sequences: torch.Tensor | None = None,
+    sequence_level: bool = False,
+    correction: Correction | None = None,
 ) -> LossOutput:
-    """The loss of one micro-batch; every tensor has the same shape (one entry per token)."""
+    """The loss of one micro-batch; every tensor has the same shape (one entry per token).
+
+    `sequences` is each token's sequence index (default: the whole micro-batch is one sequence);
+    `sequence_level` makes the objective's ratio one per sequence (GSPO).
+    """
     on_mask = weights != 0
-    log_ratio = torch.where(on_mask, logprobs - inference_logprobs, torch.zeros_like(logprobs))
+    zeros = torch.zeros_like(logprobs)
+    sequences = torch.where(on_mask, 0 if sequences is None else sequences, -1)
+    behaviour = inference_logprobs if correction is None else logprobs.detach()
+    log_ratio = torch.where(on_mask, logprobs - behaviour, zeros)
+    if sequence_level:
+        log_ratio = sequence_log_ratio(log_ratio, sequences)
     out = token_loss(log_ratio, advantages)
     per_token = out.loss
+    corrected = None
+    if correction is not None:
+        corrected = correction(torch.where(on_mask, logprobs.detach() - inference_logprobs, zeros), sequences)
+        per_token = per_token * corrected.weight
     kl_sum = 0.0
     if ref_logprobs is not None and kl_coef:
-        kl = torch.where(on_mask, token_kl(logprobs, ref_logprobs), torch.zeros_like(logprobs))
+        kl = torch.where(on_mask, token_kl(logprobs, ref_logprobs), zeros)
         per_token = per_token + kl_coef * kl
         kl_sum = float(kl.detach()[on_mask].sum())
-    return LossOutput(loss=(per_token * weights).sum(), clipped=int(out.clipped[on_mask].sum()), kl=kl_sum)
+    result = LossOutput(loss=(per_token * weights).sum(), clipped=int(out.clipped[on_mask].sum()), kl=kl_sum)
+    if corrected is not None:
+        result.truncated = int(corrected.truncated[on_mask].sum())
+        result.masked = int(corrected.masked[on_mask].sum())
+        result.correction_weight = float(corrected.weight[on_mask].sum())
+    return result

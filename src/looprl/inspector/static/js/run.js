@@ -57,7 +57,12 @@ function renderHead() {
     h("dl", { class: "meta" },
       [["Environment", s.env], ["Model", s.model], ["Started", when(s.created_at)],
         ["Steps", s.steps ? num(s.last_step) : "—"], ["Last reward", num(s.last_reward)], ["Directory", s.run_dir]]
-        .map(([k, v]) => h("div", { class: "meta-item" }, h("dt", { text: k }), h("dd", { text: v, title: v })))));
+        .map(([k, v]) => h("div", { class: "meta-item" }, h("dt", { text: k }), h("dd", { text: v, title: v })))),
+    // the orchestrator's "stopped exploring" warnings (most groups without signal, steps in a row)
+    (metrics.exploration || []).map((w) => h("div", { class: "note warn", dataset: { part: "exploration" } },
+      `Step ${w.step}: ${w.message}`,
+      w.rollout_id ? [" · ", h("a", { href: `/runs/${encodeURIComponent(s.id)}/rollouts/${encodeURIComponent(w.rollout_id)}`,
+        text: "a group without signal" })] : null)));
 }
 
 function renderTabs() {

@@ -1,6 +1,7 @@
 // The Tokens tab: each model call's completion tokens, coloured by the sampler's logprob (the darker,
 // the less likely), with the loss mask (tokens the loss trained on are underlined; the rest are
-// hatched) and, when the store recorded them, the trainer's logprob and the per-token mismatch.
+// hatched) and, when the store recorded them, the trainer's logprob and the per-token mismatch (and
+// the rollout-correction weight when the run used `trainer.loss.correction`).
 
 import { h, num } from "./dom.js";
 
@@ -14,6 +15,7 @@ function token(view, call, i) {
   const tlp = call.trainer_logprobs ? call.trainer_logprobs[i] : null;
   const title = [`token ${id}`, call.texts ? JSON.stringify(text) : null, lp !== null ? `sampler logprob ${num(lp, 4)} (p=${num(Math.exp(lp), 3)})` : "no logprob",
     tlp !== null && tlp !== undefined ? `trainer logprob ${num(tlp, 4)} · mismatch ${num(tlp - lp, 4)}` : null,
+    call.correction_weights ? `correction weight ${num(call.correction_weights[i], 4)}` : null,
     call.trained ? "trained" : "not trained"].filter(Boolean).join("\n");
   const el = h("span", { class: `tok${call.trained ? " trained" : " untrained"}${call.texts ? "" : " ids"}`, title, tabindex: "-1", dataset: { i } },
     text.replace(/\n/g, "↵\n").replace(/\t/g, "→") || "∅");
@@ -32,10 +34,13 @@ function table(call) {
       h("td", { class: "num", text: num(lp, 4) }),
       h("td", { class: "num", text: tlp === null ? "—" : num(tlp, 4) }),
       h("td", { class: "num", text: tlp === null || lp === null ? "—" : num(tlp - lp, 4) }),
+      call.correction_weights ? h("td", { class: "num", text: num(call.correction_weights[i], 4) }) : null,
       h("td", { text: call.trained ? "yes" : "no" }));
   });
+  const heads = ["#", "Text", "Id", "Sampler logprob", "Trainer logprob", "Mismatch",
+    ...(call.correction_weights ? ["Correction weight"] : []), "Trained"];
   return h("table", { class: "table compact token-table" },
-    h("thead", {}, h("tr", {}, ["#", "Text", "Id", "Sampler logprob", "Trainer logprob", "Mismatch", "Trained"].map((t) => h("th", { text: t })))),
+    h("thead", {}, h("tr", {}, heads.map((t) => h("th", { text: t })))),
     h("tbody", {}, rows));
 }
 

@@ -1,0 +1,19 @@
+"""The exploration watch: one warning when most groups carry no signal for several steps in a row."""
+
+from looprl.session.collapse import ExplorationWatch
+
+
+def test_warns_once_per_streak():
+    watch = ExplorationWatch(steps=3, share=0.5)
+    seen = [watch.observe(step, 4, 4 if step != 4 else 1) for step in range(1, 12)]
+    # steps 1-3 without signal: warned at 3; step 4 had signal (reset); steps 5-11: warned once, at 7
+    assert [i + 1 for i, warn in enumerate(seen) if warn] == [3, 7]
+    assert watch.warning(11, 4, 3, "r9: http://x").startswith(
+        "the policy stopped exploring: at each of steps 5-11 most groups (3 of 4 at step 11) gave every rollout "
+        "the same reward, so they taught nothing; e.g. rollout r9: http://x (README, 'Collapse'")
+
+
+def test_half_or_fewer_groups_without_signal_is_no_streak():
+    watch = ExplorationWatch(steps=2)
+    assert [watch.observe(step, 4, 2) for step in (1, 2, 3)] == [False, False, False]
+    assert not watch.observe(4, 0, 0)  # a step with no groups

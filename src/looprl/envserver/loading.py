@@ -17,6 +17,7 @@ from typing import Any
 
 from looprl.envs.environment import Environment
 from looprl.errors import UserError
+from looprl.utils.logger import get_logger
 
 
 def _split(spec: str) -> tuple[str, str]:
@@ -56,7 +57,10 @@ def _import_file(path: Path) -> Any:
 
 
 def load_env_class(spec: str) -> type[Environment]:
-    """The environment class a spec names."""
+    """The environment class a spec names; a benchmax env comes wrapped in `looprl.interop.benchmax`'s adapter."""
+    from looprl.interop.benchmax import adapter, finder
+
+    finder.install()  # `import benchmax` finds looprl's compatibility layer when no real benchmax is installed
     target, name = _split(spec)
     if target.endswith(".py") or "/" in target or "\\" in target:
         module = _import_file(Path(target))
@@ -68,6 +72,11 @@ def load_env_class(spec: str) -> type[Environment]:
     cls = getattr(module, name, None)
     if cls is None:
         raise UserError(f"{target} has no attribute {name!r}")
+    if finder.used():
+        get_logger().warning("{}: benchmax is not installed (it needs Python 3.12), so its imports are served by "
+                             "looprl's compatibility layer", spec)
+    if adapter.is_benchmax_env(cls):
+        cls = adapter.adapt(cls)
     if not (isinstance(cls, type) and issubclass(cls, Environment)):
         raise UserError(f"{spec} is not an environment: subclass looprl.envs.BaseEnv (or Environment)")
     return cls

@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in output_dir from its latest checkpoint")
     parser.add_argument("config", nargs=argparse.REMAINDER, metavar="@ CONFIG.toml [--key.sub VALUE ...]",
-                        help="config files (deep-merged left to right), then dotted overrides")
+                        help="config files (deep-merged left to right), then dotted overrides; "
+                             "--env-args JSON sets env.args")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from looprl.paths import config_path, db_path
     from looprl.session.preflight import check_env
 
-    argv = [a for a in args.config if a not in FLAGS]
+    argv = env_args_override([a for a in args.config if a not in FLAGS])
     dry_run = args.dry_run or "--dry-run" in args.config
     resume = args.resume or "--resume" in args.config
     cfg = load_config(RLConfig, argv)
@@ -77,6 +78,27 @@ def run(args: argparse.Namespace) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path(run_dir).write_text(tomli_w.dumps(cfg.to_toml_dict()))
     return launch(cfg, run_dir, resume_step)
+
+
+def env_args_override(argv: list[str]) -> list[str]:
+    """`--env-args JSON` (as `eval` and `validate` take it) as the `--env.args` override, checked as they check it."""
+    import json
+
+    from looprl.envserver.loading import parse_env_args
+    from looprl.errors import UserError
+
+    out: list[str] = []
+    items = list(argv)
+    while items:
+        arg = items.pop(0)
+        if arg == "--env-args" or arg.startswith("--env-args="):
+            text = arg.partition("=")[2] if "=" in arg else (items.pop(0) if items else "")
+            if not text:
+                raise UserError("--env-args needs a JSON object")
+            out += ["--env.args", json.dumps(parse_env_args(text))]
+        else:
+            out.append(arg)
+    return out
 
 
 def resumable_step(run_dir: Path) -> int:

@@ -2,22 +2,10 @@
 
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from tests.support.cli import looprl
 from tests.support.scripted_server import Reply, ScriptedServer
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def looprl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "looprl.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    return proc
 
 
 def solve(body) -> Reply:

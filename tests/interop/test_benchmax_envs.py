@@ -10,27 +10,18 @@ import asyncio
 import importlib.util
 import json
 import re
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from tests.support.cli import looprl
 from tests.support.scripted_server import Reply, ScriptedServer
 
-ROOT = Path(__file__).resolve().parents[2]
 ENVS = Path(__file__).parent / "envs"
 MATH = f"{ENVS}/benchmax_math/env.py:MathToolEnv"
 GROUP = f"{ENVS}/benchmax_group/env.py:ShortestAnswerEnv"
 REAL_BENCHMAX = importlib.util.find_spec("benchmax") is not None
-
-
-def looprl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "looprl.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    return proc
 
 
 def math_reply(body) -> Reply:
@@ -77,6 +68,7 @@ EXPECTED_MATH = {
     "What is 8 + 8? (ramble)": [("output_exceeded", WRONG)] * 2,
 }
 RANKED = [("finished", {"length": 1.0, "shortest": 1.0}), ("finished", {"length": 2.0, "shortest": 0.0})]
+EXPECTED_REASONS = {"finished", "output_exceeded", "max_turns_exceeded", "tool_budget_exceeded", "tool_error"}
 QUESTIONS = ["Name a colour.", "Name an animal.", "Name a city."]
 CASES = {
     "math": (MATH, {}, math_reply, EXPECTED_MATH),
@@ -165,3 +157,14 @@ def test_benchmax_envs_validate(spec):
     with ScriptedServer(reply) as server:
         proc = looprl("validate", spec, "--base-url", server.base_url)
     assert proc.stdout.rstrip().endswith("OK")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the engine needs torch (not in the 3.12 venv)")
+def test_eval_of_a_benchmax_env_on_the_bundled_model(tmp_path):
+    out = tmp_path / "run"
+    looprl("eval", MATH, "--env-args", '{"max_turns": 2}', "-n", "2", "-r", "2", "--max-tokens", "24",
+           "--split", "train", "--output", str(out))
+    rows = [json.loads(line) for line in looprl("rollouts", str(out), "--json").stdout.splitlines()]
+    assert len(rows) == 4 and all(r["termination_reason"] in EXPECTED_REASONS for r in rows), rows
+    assert all("correct" in r["rewards"] for r in rows if r["termination_reason"] == "finished")

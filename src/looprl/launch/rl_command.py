@@ -74,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
         resume_step = resumable_step(run_dir)
     elif db_path(run_dir).exists():
         raise UserError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another output_dir")
-    check_env(cfg.env.source, cfg.env.args, cfg.env.train_split, cfg.env.base_dir, max_examples=8)  # before the engine
+    declared = check_env(cfg.env.source, cfg.env.args, cfg.env.train_split, cfg.env.base_dir,
+                         max_examples=8).reward_weights  # before the engine
+    cfg.orchestrator.reward_weights = {**declared, **cfg.orchestrator.reward_weights}  # the config's own win
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path(run_dir).write_text(tomli_w.dumps(cfg.to_toml_dict()))
     return launch(cfg, run_dir, resume_step)

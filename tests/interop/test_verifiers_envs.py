@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -155,3 +156,15 @@ def test_verifiers_envs_validate(env_id):
     with ScriptedServer(reverse_reply if env_id == "vf-reverse-words" else add_reply) as server:
         proc = looprl("validate", f"vf:{env_id}", "--base-url", server.base_url)
     assert proc.stdout.rstrip().endswith("OK"), proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the engine needs torch (not in the 3.12 venv)")
+def test_eval_of_a_verifiers_env_on_the_bundled_model(tmp_path):
+    out = tmp_path / "run"
+    looprl("eval", "vf:vf-reverse-words", "-n", "2", "-r", "2", "--max-tokens", "16", "--split", "train",
+           "--output", str(out))
+    rows = [json.loads(line) for line in looprl("rollouts", str(out), "--json").stdout.splitlines()]
+    weights = {"exact": 1.0, "overlap": 0.5, "answer_chars": 0.0, "picky": 0.25, "num_turns": 0.0}
+    assert len(rows) == 4 and {r["termination_reason"] for r in rows} <= {"finished", "output_exceeded"}
+    assert all(r["reward"] == pytest.approx(sum(weights[k] * v for k, v in r["rewards"].items())) for r in rows)

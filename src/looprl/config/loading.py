@@ -13,7 +13,9 @@ No torch in here: `--help` stays fast.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import json
 import tomllib
 import types
 from collections.abc import Sequence
@@ -39,10 +41,15 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
 
 
 def parse_value(raw: str) -> Any:
+    """A TOML literal, else a JSON object or array (`--env.args '{"max_turns": 2}'`), else the plain string."""
     try:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
-        return raw
+        pass
+    if raw.lstrip().startswith(("{", "[")):
+        with contextlib.suppress(json.JSONDecodeError):
+            return json.loads(raw)
+    return raw
 
 
 def read_toml(path: Path) -> dict[str, Any]:

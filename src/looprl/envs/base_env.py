@@ -83,22 +83,33 @@ class BaseEnv(Environment):
     @classmethod
     def contract_problems(cls) -> list[str]:
         """What this class gets wrong about the contract (empty when it is fine)."""
+        return cls.hook_problems() + cls.limit_problems(cls.max_turns, cls.max_tool_calls)
+
+    @classmethod
+    def hook_problems(cls) -> list[str]:
+        """The required hooks this class lacks."""
         problems = []
         if cls.create_dataset is BaseEnv.create_dataset:
             problems.append(f"{cls.__name__} does not implement create_dataset (required)")
         if not (cls.has_reward_hook() or cls.has_group_reward_hook()):
             problems.append(f"{cls.__name__} implements neither compute_reward nor compute_group_rewards")
-        if not isinstance(cls.max_turns, int) or isinstance(cls.max_turns, bool) or cls.max_turns < 1:
-            problems.append(f"{cls.__name__}.max_turns must be set to a positive int (got {cls.max_turns!r}), "
+        return problems
+
+    @classmethod
+    def limit_problems(cls, max_turns: Any, max_tool_calls: Any) -> list[str]:
+        """What is wrong with these limits (a class's, or an instance's when its constructor sets them)."""
+        problems = []
+        if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1:
+            problems.append(f"{cls.__name__}.max_turns must be set to a positive int (got {max_turns!r}), "
                             "e.g. `max_turns = 1` for single-turn tasks")
-        if cls.max_tool_calls is not None and (not isinstance(cls.max_tool_calls, int) or cls.max_tool_calls < 0):
+        if max_tool_calls is not None and (not isinstance(max_tool_calls, int) or max_tool_calls < 0):
             problems.append(f"{cls.__name__}.max_tool_calls must be None or an int >= 0")
         return problems
 
     # -- the group loop ------------------------------------------------------------------------
 
     async def run_group(self, request: GroupRequest) -> list[RolloutResult]:
-        problems = self.contract_problems()
+        problems = self.hook_problems() + self.limit_problems(self.max_turns, self.max_tool_calls)
         if problems:
             raise TypeError("; ".join(problems))
         rollouts = [BaseRollout(rollout_id=rid, group_id=request.group_id, example=request.example,
@@ -195,21 +206,15 @@ class BaseEnv(Environment):
         members = [r for r in rollouts if not r.failed]
         if not members or not self.has_group_reward_hook():
             return
-        ids = {r.rollout_id for r in members}
         report_group_hook_started()
         try:
             with attribute_to([r.rollout_id for r in members]):
                 async with deadline(request.timeout_s) as stuck:
                     result = await self.compute_group_rewards(members)
-            if not isinstance(result, dict):
-                raise InvalidReward("compute_group_rewards must return {rollout_id: dict}, "
-                                    f"got {type(result).__name__}")
-            unknown = set(result) - ids
-            if unknown:
-                raise InvalidReward(f"compute_group_rewards returned ids not in the group: {sorted(map(str, unknown))}")
+            result = self._check_group_result(members, result)
         except RolloutFailure as e:
             for r in members:
-                r.fail(e.reason, e.message)
+                self._settle_group_failure(r, e.reason, e.message)
             return
         except TimeoutError:
             for r in members:
@@ -217,7 +222,8 @@ class BaseEnv(Environment):
             return
         except Exception as e:
             for r in members:
-                r.fail("group_reward_error", str(e) if isinstance(e, InvalidReward) else _describe(e))
+                self._settle_group_failure(r, "group_reward_error", str(e) if isinstance(e, InvalidReward)
+                                           else _describe(e))
             return
         for r in members:
             if r.rollout_id in result:
@@ -225,6 +231,20 @@ class BaseEnv(Environment):
                     r.rewards = {**r.rewards, **check_reward_dict(result[r.rollout_id], "compute_group_rewards")}
                 except InvalidReward as e:
                     r.fail("reward_error", str(e))
+
+    def _check_group_result(self, members: list[BaseRollout], result: Any) -> dict[str, dict[str, float]]:
+        """`compute_group_rewards`' result, or `InvalidReward` (the group's `group_reward_error`) when it is not
+        `{rollout_id: dict}` over ids of the group (a subset is fine: the rest get no group components)."""
+        if not isinstance(result, dict):
+            raise InvalidReward(f"compute_group_rewards must return {{rollout_id: dict}}, got {type(result).__name__}")
+        unknown = set(result) - {r.rollout_id for r in members}
+        if unknown:
+            raise InvalidReward(f"compute_group_rewards returned ids not in the group: {sorted(map(str, unknown))}")
+        return result
+
+    def _settle_group_failure(self, r: BaseRollout, reason: str, error: str) -> None:
+        """A failed group hook settles each member as an operational failure."""
+        r.fail(reason, error)
 
     def _result(self, r: BaseRollout, request: GroupRequest) -> RolloutResult:
         return RolloutResult(

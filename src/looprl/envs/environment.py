@@ -19,6 +19,11 @@ from looprl.envs.types import DatasetSplit, GroupRequest, RolloutResult
 class Environment(ABC):
     """A source of examples and a way to run a group of sibling rollouts on one of them."""
 
+    reward_weights: dict[str, float] = {}  # noqa: RUF012 (read-only; an instance may set its own)
+    """The weight of each reward component in the rollout's total, as the env means them (unnamed: 1).
+    Weight 0 makes a component monitor-only: stored and shown, not counted. The run's own
+    `reward_weights` (`--reward-weights`, `orchestrator.reward_weights`) override these."""
+
     @abstractmethod
     async def create_dataset(self, split: DatasetSplit, base_dir: Path, *,
                              max_examples: int | None = None) -> Dataset:

@@ -12,20 +12,25 @@ runtime depends on is listed here, in one place.
   its server so finished rollouts survive the worker's death;
 - `BaseEnv`'s scoring steps run alone, on rollouts rebuilt from results (`rollout_from_result`):
   `score_rollout` (`compute_reward`), `score_group` (`compute_group_rewards`), and `score_waiting`
-  (the group hook on rollouts whose worker died while they waited for it).
+  (the group hook on rollouts whose worker died while they waited for it);
+- the reward checks `BaseEnv` applies to its hooks' results (`check_reward_dict`, `InvalidReward`), for
+  adapters of other frameworks' envs that score through hooks of their own (`looprl.interop`).
 """
 
 from __future__ import annotations
 
 from looprl.envs._model_client import aclose_pool, warm_up
 from looprl.envs._progress import Reporter, reporting_to
+from looprl.envs._rewards_check import InvalidReward, check_reward_dict
 from looprl.envs.base_env import BaseEnv
 from looprl.envs.rollout import BaseRollout
 from looprl.envs.types import Example, GroupRequest, RolloutResult
 
 __all__ = [
+    "InvalidReward",
     "Reporter",
     "aclose_pool",
+    "check_reward_dict",
     "reporting_to",
     "rollout_from_result",
     "score_group",

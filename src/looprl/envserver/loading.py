@@ -17,6 +17,7 @@ from typing import Any
 
 from looprl.envs.environment import Environment
 from looprl.errors import UserError
+from looprl.utils.logger import get_logger
 
 
 def _split(spec: str) -> tuple[str, str]:
@@ -56,7 +57,13 @@ def _import_file(path: Path) -> Any:
 
 
 def load_env_class(spec: str) -> type[Environment]:
-    """The environment class a spec names."""
+    """The environment class a spec names; a benchmax env comes wrapped in `looprl.interop.benchmax`'s adapter."""
+    from looprl.interop.benchmax import adapter, finder
+    from looprl.interop.verifiers import adapter as verifiers_adapter
+
+    if verifiers_adapter.is_verifiers_spec(spec):
+        return verifiers_adapter.env_class(_verifiers_id(spec))
+    finder.install()  # `import benchmax` finds looprl's compatibility layer when no real benchmax is installed
     target, name = _split(spec)
     if target.endswith(".py") or "/" in target or "\\" in target:
         module = _import_file(Path(target))
@@ -68,14 +75,26 @@ def load_env_class(spec: str) -> type[Environment]:
     cls = getattr(module, name, None)
     if cls is None:
         raise UserError(f"{target} has no attribute {name!r}")
+    if finder.used():
+        get_logger().warning("{}: benchmax is not installed (it needs Python 3.12), so its imports are served by "
+                             "looprl's compatibility layer", spec)
+    if adapter.is_benchmax_env(cls):
+        cls = adapter.adapt(cls)
     if not (isinstance(cls, type) and issubclass(cls, Environment)):
         raise UserError(f"{spec} is not an environment: subclass looprl.envs.BaseEnv (or Environment)")
     return cls
 
 
+def _verifiers_id(spec: str) -> str:
+    env_id = spec.partition(":")[2]
+    if not env_id:
+        raise UserError(f"bad environment {spec!r}: expected 'vf:ENV_ID', an installed verifiers environment")
+    return env_id
+
+
 def env_name(spec: str) -> str:
-    """A short name for logs and the store: the class name."""
-    return _split(spec)[1]
+    """A short name for logs and the store: the class name (a verifiers env: its id)."""
+    return _verifiers_id(spec) if spec.startswith("vf:") else _split(spec)[1]
 
 
 def parse_env_args(text: str | None) -> dict[str, Any]:
@@ -99,7 +118,9 @@ def instantiate(cls: type[Environment], args: dict[str, Any]) -> Environment:
 
 
 def default_base_dir(spec: str) -> Path:
-    """`data/` beside the env file when it exists, else the file's folder (module specs: the cwd)."""
+    """`data/` beside the env file when it exists, else the file's folder (module and verifiers specs: the cwd)."""
+    if spec.startswith("vf:"):
+        return Path.cwd()
     target, _ = _split(spec)
     if target.endswith(".py") or "/" in target:
         folder = Path(target).resolve().parent

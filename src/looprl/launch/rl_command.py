@@ -42,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="write the resolved config.toml and exit")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in output_dir from its latest checkpoint")
+    parser.add_argument("--env-args", metavar="JSON",
+                        help="the env constructor's keyword arguments, a JSON object (sets env.args, as in eval)")
     parser.add_argument("config", nargs=argparse.REMAINDER, metavar="@ CONFIG.toml [--key.sub VALUE ...]",
                         help="config files (deep-merged left to right), then dotted overrides")
 
@@ -54,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     from looprl.paths import config_path, db_path
     from looprl.session.preflight import check_env
 
-    argv = [a for a in args.config if a not in FLAGS]
+    given = [a for a in args.config if a not in FLAGS]
+    argv = env_args_override(given + (["--env-args", args.env_args] if args.env_args is not None else []))
     dry_run = args.dry_run or "--dry-run" in args.config
     resume = args.resume or "--resume" in args.config
     cfg = load_config(RLConfig, argv)
@@ -74,10 +77,33 @@ def run(args: argparse.Namespace) -> int:
         resume_step = resumable_step(run_dir)
     elif db_path(run_dir).exists():
         raise UserError(f"{run_dir} already holds a run: pass --resume to continue it, or choose another output_dir")
-    check_env(cfg.env.source, cfg.env.args, cfg.env.train_split, cfg.env.base_dir, max_examples=8)  # before the engine
+    declared = check_env(cfg.env.source, cfg.env.args, cfg.env.train_split, cfg.env.base_dir,
+                         max_examples=8).reward_weights  # before the engine
+    cfg.orchestrator.reward_weights = {**declared, **cfg.orchestrator.reward_weights}  # the config's own win
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path(run_dir).write_text(tomli_w.dumps(cfg.to_toml_dict()))
     return launch(cfg, run_dir, resume_step)
+
+
+def env_args_override(argv: list[str]) -> list[str]:
+    """`--env-args JSON` (as `eval` and `validate` take it) as the `--env.args` override, checked as they check it."""
+    import json
+
+    from looprl.envserver.loading import parse_env_args
+    from looprl.errors import UserError
+
+    out: list[str] = []
+    items = list(argv)
+    while items:
+        arg = items.pop(0)
+        if arg == "--env-args" or arg.startswith("--env-args="):
+            text = arg.partition("=")[2] if "=" in arg else (items.pop(0) if items else "")
+            if not text:
+                raise UserError("--env-args needs a JSON object")
+            out += ["--env.args", json.dumps(parse_env_args(text))]
+        else:
+            out.append(arg)
+    return out
 
 
 def resumable_step(run_dir: Path) -> int:

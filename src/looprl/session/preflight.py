@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from looprl.envs.dataset import Dataset
 from looprl.envs.environment import Environment
@@ -34,16 +34,23 @@ async def first_examples(env: Environment, split: DatasetSplit, base_dir: Path, 
     return list(dataset)
 
 
+class CheckedEnv(NamedTuple):
+    examples: list[Example]
+    """The first rows of the split."""
+    reward_weights: dict[str, float]
+    """The weights the env declares (`Environment.reward_weights`), for the run's own to override."""
+
+
 def check_env(spec: str, env_args: dict[str, Any], split: DatasetSplit, base_dir: Path | None,
-              max_examples: int) -> list[Example]:
+              max_examples: int) -> CheckedEnv:
     """Import the env, construct it here and load the first rows of `split` (then close it)."""
     cls = load_env_class(spec)
 
-    async def first_rows() -> list[Example]:
+    async def first_rows() -> CheckedEnv:
         env = instantiate(cls, env_args)
         try:
             examples = await first_examples(env, split, base_dir or default_base_dir(spec), max_examples)
-            return examples[:max_examples]
+            return CheckedEnv(examples[:max_examples], dict(env.reward_weights))
         finally:
             await env.aclose()
 

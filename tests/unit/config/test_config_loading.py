@@ -35,6 +35,11 @@ def test_overrides_are_toml_literals_when_they_parse():
         "a": {"b": [1, 2]}, "c": True, "d": "runs/x"}
 
 
+def test_overrides_that_are_json_objects_or_arrays_read_as_json():
+    assert merge_arguments(["--env.args", '{"max_turns": 2, "paths": ["a.jsonl"]}', "--x", "{not json"]) == {
+        "env": {"args": {"max_turns": 2, "paths": ["a.jsonl"]}}, "x": "{not json"}
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--orchestrator.group_size", "0"], "orchestrator.group_size: Input should be greater than 0"),
     (["--orchestrator.grup_size", "3"], "orchestrator.grup_size: Extra inputs are not permitted"),

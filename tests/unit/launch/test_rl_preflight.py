@@ -28,3 +28,17 @@ def test_rl_user_errors_come_before_the_engine(source, train, message, tmp_path,
     status = main(["rl", "@", str(config)])
     err = capsys.readouterr().err
     assert status == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("env_args,message", [
+    ("{bad", "--env-args is not valid JSON"),
+    ("[1]", "--env-args must be a JSON object"),
+    ('{"nope": 1}', "cannot construct CharsEnv with env args {'nope': 1}"),
+])
+def test_rl_env_args_are_checked_before_the_engine(env_args, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(looprl.inference.process, "EngineProcess", NoEngine)
+    config = tmp_path / "rl.toml"
+    config.write_text(f'output_dir = {json.dumps(str(tmp_path / "run"))}\n'
+                      '[env]\nsource = "tests/support/rl_env.py:CharsEnv"\n')
+    assert main(["rl", "@", str(config), "--env-args", env_args]) == 2
+    assert message in capsys.readouterr().err

@@ -102,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output.exists() and not args.output.is_dir():
         raise UserError(f"--output {args.output} is a file, not a directory")
     prepare_output(args.output, args.overwrite)
-    examples = check_env(args.env, env_args, args.split, args.base_dir, args.num_examples)
+    examples, declared_weights = check_env(args.env, env_args, args.split, args.base_dir, args.num_examples)
+    reward_weights = {**declared_weights, **reward_weights}
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
                               seed=args.seed)
     with contextlib.ExitStack() as stack:

@@ -1,0 +1,1 @@
+"""verifiers environments (the classic API of verifiers 0.3: `load_environment(**kwargs)`) on looprl."""

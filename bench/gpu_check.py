@@ -8,8 +8,8 @@ locally (`--model DIR` loads a local HF model instead, for a realistic `mismatch
   the unsharded model's;
 - `checkpoint`: that sharded model's checkpoint (`save_checkpoint`: DCP optimizer state, RNGs) loaded
   into a fresh optimizer: every optimizer tensor equal, the torch and CUDA generators restored;
-- `recompiles`: the KL path (policy in train mode, the reference model in eval mode, as the trainer
-  builds it) over 10 micro-batches of varied length, trees and single sequences, flex_attention:
+- `recompiles`: the KL path (policy and reference model in train mode, the reference's dropout off, as
+  the trainer builds it: `trainer.model.as_reference`) over 10 micro-batches of varied length, trees and single sequences, flex_attention:
   compilations in a first pass, new ones in a second pass over the same rows (0: nothing left to
   compile), and flex_attention's compiled variants against torch's recompile limit per function (8),
   past which it falls back to unfused flex_attention, which materialises the scores;
@@ -263,6 +263,7 @@ class Checks:
         from looprl.trainer import parallel
         from looprl.trainer.logprobs import token_logprobs
         from looprl.trainer.loss import clipped
+        from looprl.trainer.model import as_reference
         from looprl.trainer.optim import build_optimizer, build_scheduler
         from looprl.trainer.step import train_step
 
@@ -272,14 +273,14 @@ class Checks:
         for model in (policy, reference):
             model.set_attn_implementation("flex_attention")
         policy = parallel.prepare(policy, ranks)
-        reference = parallel.prepare(reference.eval(), ranks)  # as trainer.loop builds the KL reference
+        reference = parallel.prepare(as_reference(reference), ranks)  # as trainer.loop builds the KL reference
         optimizer = build_optimizer(policy, lr=1e-6)
         scheduler = build_scheduler(optimizer)
         rows = varied_rows(setup)
 
         def one_pass() -> None:
             for mb in rows:
-                if setup.cuda:  # the trainer's KL path itself: policy train pass, reference eval pass
+                if setup.cuda:  # the trainer's KL path itself: policy pass with grad, reference pass without
                     train_step(policy, optimizer, scheduler, [mb], clipped.token_loss, ref_model=reference,
                                kl_coef=0.05, ranks=ranks)
                     continue

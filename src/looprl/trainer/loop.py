@@ -40,7 +40,7 @@ from looprl.trainer.checkpoint import (
 )
 from looprl.trainer.lora import add_lora
 from looprl.trainer.loss import select
-from looprl.trainer.model import load_policy
+from looprl.trainer.model import as_reference, load_policy
 from looprl.trainer.optim import build_optimizer, build_scheduler
 from looprl.trainer.rollout_logprobs import RolloutLogprobs
 from looprl.trainer.step import train_step
@@ -66,9 +66,8 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
     model = parallel.prepare(model, ranks, compile=tcfg.compile, activation_checkpointing=tcfg.activation_checkpointing)
     ref_model = None
     if tcfg.loss.kl_coef > 0:
-        # eval mode: transformers re-wraps its compiled flex_attention whenever `training` flips, but torch
-        # 2.13 reuses the compiled code (counted: bench/gpu_check.py's `recompiles`, 0 new on a second pass)
-        ref_model = parallel.prepare(load_policy(cfg.model.name, attn_implementation=attention)[0].eval(), ranks)
+        ref_model = parallel.prepare(as_reference(load_policy(cfg.model.name, attn_implementation=attention)[0]),
+                                     ranks)
     optimizer = build_optimizer(model, tcfg.optim.lr, tcfg.optim.weight_decay, tcfg.optim.betas)
     scheduler = build_scheduler(optimizer, tcfg.optim.warmup_steps)
     if resume_step:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from looprl.model_loading import DEFAULT_MODEL, load_model_and_tokenizer
 from looprl.utils.logger import get_logger
 
@@ -29,3 +31,23 @@ def load_policy(name_or_path: str = DEFAULT_MODEL, attn_implementation: str | No
         model.set_attn_implementation(attn_implementation)
     model.config.use_cache = False
     return model.train(), tokenizer
+
+
+def as_reference(model: Any) -> Any:
+    """The KL reference model: in train mode like the policy, every dropout off, its parameters frozen.
+
+    transformers wraps its compiled flex_attention anew whenever a module's `training` flag flips, and the
+    trainer alternates policy and reference passes every micro-batch: a reference in eval mode would flip it
+    twice per micro-batch, each flip a candidate for recompiling flex attention until torch's recompile limit,
+    past which it falls back to the unfused kernel that materialises the score matrix (out of memory at 16k
+    tokens). Train mode with dropout off computes exactly what eval mode would, with no flip. Its passes run
+    under `no_grad` (`trainer.step`)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        if isinstance(getattr(module, "attention_dropout", None), float):
+            module.attention_dropout = 0.0
+    if hasattr(model.config, "attention_dropout"):
+        model.config.attention_dropout = 0.0
+    model.requires_grad_(False)
+    return model.train()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pexpect
 import pytest
-from tests.integration.test_eval_cli import ROOT, calculate, looprl, solve
+from tests.integration.test_eval_cli import calculate, solve
+from tests.support.cli import ROOT, looprl
 from tests.support.scripted_server import ScriptedServer
 
 ARITHMETIC = "examples/arithmetic/env.py:ArithmeticEnv"

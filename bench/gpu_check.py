@@ -11,8 +11,8 @@ locally (`--model DIR` loads a local HF model instead, for a realistic `mismatch
 - `recompiles`: the KL path (policy and reference model in train mode, the reference's dropout off, as
   the trainer builds it: `trainer.model.as_reference`) over 10 micro-batches of varied length, trees and
   single sequences, flex_attention: compilations in a first pass, new ones in a second pass over the
-  same rows (0: nothing left to compile), and flex_attention's compiled variants against torch's recompile limit per function (8),
-  past which it falls back to unfused flex_attention, which materialises the scores;
+  same rows (0: nothing left to compile), and flex_attention's compiled variants against torch's
+  recompile limit per function (8), past which it falls back to unfused flex_attention, which materialises the scores;
 - `mismatch`: the trainer's weights broadcast and loaded into the embedded engine in bfloat16 through
   its weight-update path, a completion sampled there, and the trainer's logprobs of it (bf16 layers,
   fp32 head): `mismatch_kl` is the lag-0 k3 estimate the trainer reports at step 1;

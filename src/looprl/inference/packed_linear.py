@@ -45,7 +45,7 @@ class PackedLinears:
         for module in model.modules():
             if isinstance(module, torch.nn.Linear):
                 forward = _PackedForward(module)
-                module.forward = forward  # type: ignore[method-assign]  # an instance attribute: the class is untouched
+                module.forward = forward  # type: ignore[method-assign,assignment]  # an instance attribute: the class is untouched
                 self.forwards.append(forward)
 
     @torch.inference_mode()

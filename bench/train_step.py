@@ -4,7 +4,8 @@ Both train the same model (two copies of the same weights) on the same synthetic
 (`--samples` sequences in groups of `--group-size`, random prompt and completion lengths, group
 advantages), on-policy, with the same loss (token-level clipped ratio normalised over the batch's
 tokens: TRL's `loss_type="dapo"`, looprl's defaults), entropy computed, grad clipping and the same
-fused AdamW.
+fused AdamW, and neither recomputes activations (TRL's default gradient checkpointing is turned
+off: it would cost TRL about a third more compute). A settings row lists what differs between the two sides.
 One step is forward + backward + optimizer step over the whole batch. TRL pads every sequence to
 the batch's longest prompt and completion; looprl packs them into rows of `--token-budget` tokens,
 computing each group's shared prompt once.
@@ -98,7 +99,7 @@ def trl_trainer(model: Any, tokenizer: Any, args: argparse.Namespace, out_dir: s
         output_dir=out_dir, per_device_train_batch_size=args.samples, num_generations=args.group_size,
         gradient_accumulation_steps=1, max_completion_length=args.completion_len[1], loss_type="dapo", beta=0.0,
         learning_rate=LR, max_grad_norm=1.0, optim="adamw_torch_fused", use_cpu=True, report_to=[], save_strategy="no",
-        bf16=False,
+        bf16=False, activation_checkpointing=False,  # TRL's default is on: recomputing activations is extra work
     )
     trainer = GRPOTrainer(model=model, reward_funcs=[lambda completions, **kw: [0.0] * len(completions)], args=config,
                           train_dataset=Dataset.from_list([{"prompt": "hi"}] * args.samples),
@@ -107,6 +108,35 @@ def trl_trainer(model: Any, tokenizer: Any, args: argparse.Namespace, out_dir: s
     trainer.current_gradient_accumulation_steps = 1
     trainer.model.train()
     return trainer
+
+
+def settings(model: Any, trainer: Any, args: argparse.Namespace,
+             micro_batches: list[Any]) -> list[tuple[str, str, str]]:
+    """(setting, looprl, TRL) for what the two timed steps run with, TRL's read back from its trainer and model."""
+    config = trainer.args
+    return [
+        ("activation checkpointing", str(model.is_gradient_checkpointing),
+         str(trainer.model.is_gradient_checkpointing)),
+        ("batch layout", f"{len(micro_batches)} packed rows of <= {args.token_budget} tokens, shared prompts once",
+         "one left-padded batch, every prompt per sample"),
+        ("loss", "clipped ratio, normalised over the batch's tokens",
+         {"dapo": "clipped ratio, normalised over the batch's tokens"}.get(config.loss_type, config.loss_type)),
+        ("KL coefficient", "0.0", str(config.beta)),
+        ("learning rate", f"{LR:g}", f"{config.learning_rate:g}"),
+        ("max grad norm", "1.0", str(config.max_grad_norm)),
+        ("optimizer / weight decay / betas", "adamw_torch_fused / 0.0 / (0.9, 0.999)",
+         f"{config.optim.value} / {config.weight_decay} / {(config.adam_beta1, config.adam_beta2)}"),
+        ("dtype", "float32", "bfloat16" if config.bf16 else "float32"),
+        ("CPU threads", str(torch.get_num_threads()), str(torch.get_num_threads())),
+    ]
+
+
+def print_settings(rows: list[tuple[str, str, str]]) -> None:
+    differ = [row for row in rows if row[1] != row[2]]
+    print("settings in which the two sides differ (setting: looprl | TRL):")
+    for name, ours, theirs in differ:
+        print(f"  {name}: {ours} | {theirs}")
+    print("the same in both: " + ", ".join(name for name, ours, theirs in rows if ours == theirs))
 
 
 def trl_step(trainer: Any, inputs: dict[str, torch.Tensor]) -> None:
@@ -153,6 +183,7 @@ def main() -> None:
             "looprl+logprobs": lambda: looprl_step_with_logprobs(looprl_model, optimizer, scheduler, micro_batches),
             "trl": lambda: trl_step(trainer, inputs),
         }
+        print_settings(settings(looprl_model, trainer, args, micro_batches))
         times: dict[str, list[float]] = {name: [] for name in runs}
         for step in range(args.steps + 1):
             for name, run in runs.items():

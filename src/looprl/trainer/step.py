@@ -85,7 +85,7 @@ def train_step(
         totals["is_masked_frac"] += out.masked
         totals["is_weight"] += out.correction_weight
         sampled = logprobs.detach()[mask]
-        totals["entropy"] += float(entropy[mask].sum())
+        totals["entropy"] += float(entropy.detach()[mask].sum())
         totals["mismatch_kl"] += float(token_kl(inference[mask], sampled).sum())
         if rollout_logprobs is not None:
             rollout_logprobs.add(mb, sampled)

@@ -21,7 +21,8 @@ step, whatever the levels); and the worst drop of the 3-step mean reward after a
 seed's reward against seconds and against steps.
 
     .venv/bin/python bench/learning.py [--task demo|two_digit] [--seeds 3] [--budget-s 600] [--lr 2e-5]
-        [--only looprl|trl] [--looprl-args "--orchestrator.max_off_policy_steps 0"] [--out runs/bench-learning]
+        [--only looprl|trl] [--looprl-args "--orchestrator.max_off_policy_steps 0"] [--stop-at 0.95]
+        [--out runs/bench-learning]
     .venv/bin/python bench/learning.py --summarize runs/bench-learning/demo/results.json   # again, no runs
 """
 
@@ -112,14 +113,27 @@ def run_looprl(args: argparse.Namespace, seed: int, out: Path) -> list[Point]:
     ]
     started = time.time()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        proc.wait(timeout=args.budget_s)
-    except subprocess.TimeoutExpired:
+    stop_level = args.stop_at * max_reward(args.task) if args.stop_at else None
+    while proc.poll() is None and time.time() - started < args.budget_s:
+        time.sleep(2)
+        if stop_level is not None and any(r >= stop_level for r in _step_rewards(out).values()):
+            break
+    if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
-    with sqlite3.connect(out / "looprl.db") as db:
-        rewards = {step: json.loads(m)["reward"] for step, m in db.execute("SELECT step, metrics FROM steps")}
+    rewards = _step_rewards(out)
     return [(t, step, rewards[step]) for step, t in _batch_written(out, started).items() if step in rewards]
+
+
+def _step_rewards(out: Path) -> dict[int, float]:
+    """Each finished step's mean train reward, from the run's store (empty before the first step)."""
+    if not (out / "looprl.db").exists():
+        return {}
+    try:
+        with sqlite3.connect(f"file:{out / 'looprl.db'}?mode=ro", uri=True, timeout=5) as db:
+            return {step: json.loads(m)["reward"] for step, m in db.execute("SELECT step, metrics FROM steps")}
+    except sqlite3.OperationalError:  # the run has not created its tables yet
+        return {}
 
 
 def _batch_written(out: Path, started: float) -> dict[int, float]:
@@ -448,6 +462,7 @@ def run_systems(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         "budget_s": args.budget_s,
         "load_average": load_average,
         "looprl_args": args.looprl_args,
+        "stop_at": args.stop_at,
         "settings": settings(args),
         "runs": runs,
     }
@@ -462,6 +477,8 @@ def main() -> None:
     parser.add_argument("--out", default="runs/bench-learning")
     parser.add_argument("--only", choices=SYSTEMS)
     parser.add_argument("--looprl-args", default="", help="extra `looprl rl` overrides (ablations)")
+    parser.add_argument("--stop-at", type=float, help="stop a looprl seed once a step's reward reached this share"
+                        " of the maximum (e.g. 0.95; an ablation measuring time to a level needs no more)")
     parser.add_argument("--plot", help="PNG path (default: OUT/TASK/learning.png)")
     parser.add_argument("--summarize", help="print the summary and plot of a results.json, run nothing")
     parser.add_argument("--trl-worker", type=int, help=argparse.SUPPRESS)

@@ -47,6 +47,10 @@ ROWS: dict[str, tuple[str, str]] = {
     ),
     "kl": ("--trainer.loss.kl_coef 0.05", "KL penalty to the initial model, 0.05"),
     "lr_1e-5": ("--trainer.optim.lr 1e-5", "half the learning rate"),
+    "lr_decay": (
+        "--trainer.optim.schedule cosine --trainer.optim.min_lr_ratio 0.1 --max_steps 60",
+        "cosine decay of the learning rate to a tenth at step 60 (the run ends there)",
+    ),
     "entropy": ("--trainer.loss.entropy_coef 0.01", "entropy bonus, 0.01"),
 }
 LEVELS = learning.LEVELS

@@ -37,3 +37,27 @@ def test_two_digit_examples_carry_what_the_reward_reads():
     assert len(rows) == 400 and all(sum(r["operands"]) == r["answer"] for r in rows)
     assert {tuple(r["operands"]) for r in rows}.isdisjoint(
         {tuple(e.payload["operands"]) for e in asyncio.run(env.create_dataset("eval", ROOT))})
+
+
+@pytest.mark.parametrize("reply,correct", [
+    ("77 is the larger number.", 1.0),
+    ("77", 1.0),
+    ("The number 77 is larger than the number 39.", 1.0),
+    ("39 is smaller than 77.", 0.0),  # the first number is the answer
+    ("39 is larger than 77.", 0.0),
+    ("The larger one.", 0.0),
+    ("", 0.0),
+])
+def test_larger_rewards_the_larger_number_first(reply, correct):
+    assert example("larger").score(reply, {"answer": 77}) == {"correct": correct}
+
+
+def test_larger_puts_the_larger_number_first_about_half_the_time():
+    import asyncio
+
+    env = example("larger").LargerEnv()
+    rows = [e.payload for e in asyncio.run(env.create_dataset("train", ROOT))]
+    firsts = [int(r["prompt_messages"][-1]["content"].split()[4]) for r in rows]
+    assert len(rows) == 400 and 0.4 < sum(f == r["answer"] for f, r in zip(firsts, rows)) / 400 < 0.6
+    held_out = {e.payload["prompt_messages"][-1]["content"] for e in asyncio.run(env.create_dataset("eval", ROOT))}
+    assert held_out.isdisjoint(r["prompt_messages"][-1]["content"] for r in rows)

@@ -23,7 +23,7 @@ step, whatever the levels); and the worst drop of the 3-step mean reward after a
 seed's reward against seconds and against steps.
 
     .venv/bin/python bench/learning.py [--task demo|two_digit|larger] [--seeds 3] [--budget-s 600] [--lr 2e-5]
-        [--only looprl|trl] [--looprl-args "--orchestrator.max_off_policy_steps 0"] [--stop-at 0.95]
+        [--only looprl|trl] [--looprl-args "--orchestrator.max_off_policy_steps 0"] [--stop-at 0.95 [--stop-window 3]]
         [--out runs/bench-learning]
     .venv/bin/python bench/learning.py --summarize runs/bench-learning/demo/results.json   # again, no runs
 """
@@ -118,7 +118,8 @@ def run_looprl(args: argparse.Namespace, seed: int, out: Path) -> list[Point]:
     stop_level = args.stop_at * max_reward(args.task) if args.stop_at else None
     while proc.poll() is None and time.time() - started < args.budget_s:
         time.sleep(2)
-        if stop_level is not None and any(r >= stop_level for r in _step_rewards(out).values()):
+        points = [(0.0, step, r) for step, r in sorted(_step_rewards(out).items())]
+        if stop_level is not None and first_reached(points, stop_level, args.stop_window) is not None:
             break
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -465,6 +466,7 @@ def run_systems(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         "load_average": load_average,
         "looprl_args": args.looprl_args,
         "stop_at": args.stop_at,
+        "stop_window": args.stop_window,
         "settings": settings(args),
         "runs": runs,
     }
@@ -481,6 +483,8 @@ def main() -> None:
     parser.add_argument("--looprl-args", default="", help="extra `looprl rl` overrides (ablations)")
     parser.add_argument("--stop-at", type=float, help="stop a looprl seed once a step's reward reached this share"
                         " of the maximum (e.g. 0.95; an ablation measuring time to a level needs no more)")
+    parser.add_argument("--stop-window", type=int, default=1, help="with --stop-at: the mean of this many steps in"
+                        " a row must reach it (3 on a binary task, where one step of 4 prompts is right by luck)")
     parser.add_argument("--plot", help="PNG path (default: OUT/TASK/learning.png)")
     parser.add_argument("--summarize", help="print the summary and plot of a results.json, run nothing")
     parser.add_argument("--trl-worker", type=int, help=argparse.SUPPRESS)

@@ -4,9 +4,9 @@ Each row is a named set of `looprl rl` overrides (`ROWS`), run for `--seeds` see
 `--budget-s` seconds each on `--task`, one after the other; a seed stops early once a step's train
 reward reached 95 % of the maximum (the last level measured). The table gives, per row, the seconds
 and the steps until a step's reward first reached 50 / 80 / 95 % of the maximum (with `--window 3`:
-the mean reward of 3 steps in a row, for the early stop too; on a binary task such as `larger`, a
-policy that always answers alike gets a perfect step whenever the step's 4 prompts happen to suit
-it, so one step says nothing there): the median, the worst seed (a seed that never got there is
+the mean reward of 3 steps in a row, for the early stop too; on a yes/no task such as `large_number`,
+a policy that always answers alike gets a perfect step whenever the step's 4 prompts happen to
+suit it, so one step says nothing there): the median, the worst seed (a seed that never got there is
 the worst, shown as `never`) and how many seeds got there. A default that is fast on the median but
 leaves one seed behind is not better, so the table is sorted by the worst seed's seconds to 80 %. It
 also writes a PNG: each seed's seconds to 80 % per row, and each row's median reward against steps.
@@ -16,7 +16,7 @@ run piecewise, each part on a quiet machine:
 
     .venv/bin/python bench/ablation.py --task two_digit --seeds 5 --budget-s 300 [--rows default,cispo]
     .venv/bin/python bench/ablation.py --task two_digit --seeds 5 --budget-s 300 --summarize   # no runs
-    .venv/bin/python bench/ablation.py --task larger --window 3 --seeds 5 --budget-s 300
+    .venv/bin/python bench/ablation.py --task large_number --window 3 --seeds 5 --budget-s 300
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--budget-s", type=float, default=300)
     parser.add_argument("--window", type=int, default=1, help="levels are reached by the mean of this many steps"
-                        " in a row (3 on a binary task such as larger)")
+                        " in a row (3 on a yes/no task such as large_number)")
     parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of: {', '.join(ROWS)}")
     parser.add_argument("--out", default="runs/ablation")
     parser.add_argument("--summarize", action="store_true", help="print the table of the rows measured, run nothing")

@@ -2,8 +2,8 @@
 
 Both train SmolLM2-135M-Instruct on a task's `rl.toml` (`--task demo`: single-digit additions, which
 both saturate within minutes; `--task two_digit`: two-digit additions, which neither masters in ten
-minutes; `--task larger`: which of two numbers is larger, an easy binary task on which a policy can
-stop exploring by answering with the question's first number) with the same reward (the task's
+minutes; `--task large_number`: is a number greater than 50, yes or no, an easy task on which the
+policy stops exploring by answering "No" to every question) with the same reward (the task's
 `env.py:score`, weighted as in `rl.toml`), sampling (temperature, max tokens), rollouts per step and
 groups, learning rate and no KL, for `--seeds` runs
 each of `--budget-s` seconds, one after the other. looprl runs as a user runs it (`looprl rl`:
@@ -22,7 +22,7 @@ step, whatever the levels); and the worst drop of the 3-step mean reward after a
 80 % (from its running peak: a collapse shows here). It writes `results.json` and a PNG of every
 seed's reward against seconds and against steps.
 
-    .venv/bin/python bench/learning.py [--task demo|two_digit|larger] [--seeds 3] [--budget-s 600] [--lr 2e-5]
+    .venv/bin/python bench/learning.py [--task demo|two_digit|large_number] [--seeds 3] [--budget-s 600] [--lr 2e-5]
         [--only looprl|trl] [--looprl-args "--orchestrator.max_off_policy_steps 0"] [--stop-at 0.95 [--stop-window 3]]
         [--out runs/bench-learning]
     .venv/bin/python bench/learning.py --summarize runs/bench-learning/demo/results.json   # again, no runs
@@ -49,7 +49,7 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-TASKS = {name: ROOT / "examples" / name for name in ("demo", "two_digit", "larger")}
+TASKS = {name: ROOT / "examples" / name for name in ("demo", "two_digit", "large_number")}
 LEVELS = (0.5, 0.8, 0.95)
 MEAN_OF = 3  # steps averaged for the steadier reading of when a level was reached
 SYSTEMS = ("looprl", "trl")

@@ -39,25 +39,31 @@ def test_two_digit_examples_carry_what_the_reward_reads():
         {tuple(e.payload["operands"]) for e in asyncio.run(env.create_dataset("eval", ROOT))})
 
 
+
 @pytest.mark.parametrize("reply,correct", [
-    ("77 is the larger number.", 1.0),
-    ("77", 1.0),
-    ("The number 77 is larger than the number 39.", 1.0),
-    ("39 is smaller than 77.", 0.0),  # the first number is the answer
-    ("39 is larger than 77.", 0.0),
-    ("The larger one.", 0.0),
+    ("No", 1.0),
+    ("no.", 1.0),
+    ("No, 32 is not a large number.", 1.0),
+    ("32 is not large, so no.", 1.0),
+    ("Yes", 0.0),
+    ("Yes, no doubt.", 0.0),  # the first yes or no is the answer
+    ("Nobody knows.", 0.0),  # a word, not part of one
     ("", 0.0),
 ])
-def test_larger_rewards_the_larger_number_first(reply, correct):
-    assert example("larger").score(reply, {"answer": 77}) == {"correct": correct}
+def test_large_number_rewards_the_first_yes_or_no(reply, correct):
+    assert example("large_number").score(reply, {"answer": "no"}) == {"correct": correct}
 
 
-def test_larger_puts_the_larger_number_first_about_half_the_time():
+def test_large_number_asks_about_as_many_yes_as_no():
     import asyncio
 
-    env = example("larger").LargerEnv()
+    env = example("large_number").LargeNumberEnv()
     rows = [e.payload for e in asyncio.run(env.create_dataset("train", ROOT))]
-    firsts = [int(r["prompt_messages"][-1]["content"].split()[4]) for r in rows]
-    assert len(rows) == 400 and 0.4 < sum(f == r["answer"] for f, r in zip(firsts, rows)) / 400 < 0.6
-    held_out = {e.payload["prompt_messages"][-1]["content"] for e in asyncio.run(env.create_dataset("eval", ROOT))}
-    assert held_out.isdisjoint(r["prompt_messages"][-1]["content"] for r in rows)
+    held_out = [e.payload for e in asyncio.run(env.create_dataset("eval", ROOT))]
+    assert len(rows) == 78 and len(held_out) == 20
+    assert 0.4 < sum(r["answer"] == "yes" for r in rows) / len(rows) < 0.6
+    for r in rows + held_out:
+        number = int(r["prompt_messages"][-1]["content"].split()[1])
+        assert r["answer"] == ("yes" if number > 50 else "no")
+    assert {r["prompt_messages"][-1]["content"] for r in rows}.isdisjoint(
+        r["prompt_messages"][-1]["content"] for r in held_out)

@@ -281,10 +281,12 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         ("advantage divided by group std", str(o.normalize_std), str(trl.scale_rewards in ("group", "batch", True))),
         ("learning rate", f"{t.optim.lr:g}", f"{trl.learning_rate:g}"),
         ("warm-up steps", str(t.optim.warmup_steps), str(trl.warmup_steps)),
+        ("learning-rate schedule", t.optim.schedule, getattr(trl.lr_scheduler_type, "value", trl.lr_scheduler_type)),
         ("max grad norm", str(t.optim.max_grad_norm), str(trl.max_grad_norm)),
         ("weight decay", str(t.optim.weight_decay), str(trl.weight_decay)),
         ("Adam betas", str(tuple(t.optim.betas)), str((trl.adam_beta1, trl.adam_beta2))),
         ("KL coefficient", str(t.loss.kl_coef), str(trl.beta)),
+        ("entropy bonus coefficient", str(t.loss.entropy_coef), "0.0"),
         (
             "rollouts per step / group",
             f"{o.batch_size}/{o.group_size}",

@@ -3,13 +3,14 @@
 Each prompt asks "Is 73 a large number (greater than 50)? Answer yes or no." about a number from 1
 to 99 (50 left out, so about half the answers are yes); the reward (`correct`) is 1 when the reply's
 first "yes" or "no" is the right one. SmolLM2-135M-Instruct answers yes or no from the first
-steps, mostly "No", and rarely because of the number. Within about ten steps its policy says "No,
-73 is not a large number ..." to every question: right half the time, and all eight replies of
-every group alike, so every group's rewards are equal, its advantages all zero, and it teaches
-nothing (seed 1 with these defaults: 4 of 4 groups without signal at step 5 and at every step from
-8 to 40 but three, the step's reward swinging between 0 and 1 with the prompts drawn, eval 0.45 at
-steps 21 and 40). docs/training.md ("Collapse") has the warning and the remedies;
-`bench/ablation.py --task large_number --window 3` measures them.
+steps, and rarely because of the number. Within about ten steps its policy gives one answer to
+every question ("Yes" with seed 0, "No, 73 is not a large number ..." with seed 1): right half the
+time, and all eight replies of every group alike, so every group's rewards are equal, its
+advantages all zero, and it teaches nothing. With these defaults (40 steps), 4 of 4 groups carried
+no signal at every step from 7 to 40 but two (seed 0) and from 8 to 40 but three (seed 1), the
+step's reward swinging between 0 and 1 with the prompts drawn; eval reward 0.55 and 0.45 at step 40.
+docs/training.md ("Collapse") has the warning and the remedies; `bench/ablation.py --task
+large_number --window 3` measures them.
 
 The examples are drawn in code (seeded), no data files: 78 numbers to train on, 20 held out.
 """

@@ -3,17 +3,20 @@
 Each row is a named set of `looprl rl` overrides (`ROWS`), run for `--seeds` seeds of at most
 `--budget-s` seconds each on `--task`, one after the other; a seed stops early once a step's train
 reward reached 95 % of the maximum (the last level measured). The table gives, per row, the seconds
-and the steps until a step's reward first reached 50 / 80 / 95 % of the maximum: the median, the
-worst seed (a seed that never got there is the worst, shown as `never`) and how many seeds got there.
-A default that is fast on the median but leaves one seed behind is not better, so the table is
-sorted by the worst seed's seconds to 80 %. It also writes a PNG: each seed's seconds to 80 % per row,
-and each row's median reward against steps.
+and the steps until a step's reward first reached 50 / 80 / 95 % of the maximum (with `--window 3`:
+the mean reward of 3 steps in a row, for the early stop too; on a yes/no task such as `large_number`,
+a policy that always answers alike gets a perfect step whenever the step's 4 prompts happen to
+suit it, so one step says nothing there): the median, the worst seed (a seed that never got there is
+the worst, shown as `never`) and how many seeds got there. A default that is fast on the median but
+leaves one seed behind is not better, so the table is sorted by the worst seed's seconds to 80 %. It
+also writes a PNG: each seed's seconds to 80 % per row, and each row's median reward against steps.
 
 Rows already measured (same task, seeds and budget under `--out`) are kept, so the ablation can be
 run piecewise, each part on a quiet machine:
 
     .venv/bin/python bench/ablation.py --task two_digit --seeds 5 --budget-s 300 [--rows default,cispo]
     .venv/bin/python bench/ablation.py --task two_digit --seeds 5 --budget-s 300 --summarize   # no runs
+    .venv/bin/python bench/ablation.py --task large_number --window 3 --seeds 5 --budget-s 300
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ ROWS: dict[str, tuple[str, str]] = {
     ),
     "kl": ("--trainer.loss.kl_coef 0.05", "KL penalty to the initial model, 0.05"),
     "lr_1e-5": ("--trainer.optim.lr 1e-5", "half the learning rate"),
+    "lr_decay": (
+        "--trainer.optim.schedule cosine --trainer.optim.min_lr_ratio 0.1 --max_steps 60",
+        "cosine decay of the learning rate to a tenth at step 60 (the run ends there)",
+    ),
     "entropy": ("--trainer.loss.entropy_coef 0.01", "entropy bonus, 0.01"),
 }
 LEVELS = learning.LEVELS
@@ -65,6 +72,7 @@ def measured(args: argparse.Namespace, name: str) -> dict[str, Any] | None:
         results["budget_s"] == args.budget_s
         and results["seeds"] == args.seeds
         and results.get("looprl_args") == ROWS[name][0]
+        and results.get("stop_window", 1) == args.window
     )
     return results if same else None
 
@@ -84,6 +92,8 @@ def run_row(args: argparse.Namespace, name: str) -> None:
             "looprl",
             "--stop-at",
             "0.95",
+            "--stop-window",
+            str(args.window),
             "--out",
             str(Path(args.out) / name),
             "--looprl-args",
@@ -93,9 +103,9 @@ def run_row(args: argparse.Namespace, name: str) -> None:
     )
 
 
-def level_cells(runs: list[list[learning.Point]], level: float) -> tuple[str, float]:
+def level_cells(runs: list[list[learning.Point]], level: float, window: int) -> tuple[str, float]:
     """`median s / steps; worst` for one level, and the worst seed's seconds (inf: a seed never got there)."""
-    hits = [learning.first_reached(points, level) for points in runs]
+    hits = [learning.first_reached(points, level, window) for points in runs]
     seconds = [h[0] if h else float("inf") for h in hits]
     steps = [h[1] if h else float("inf") for h in hits]
 
@@ -114,7 +124,8 @@ def table(args: argparse.Namespace, rows: dict[str, dict[str, Any]]) -> list[str
     top = learning.max_reward(args.task)
     lines = [
         f"task {args.task} (maximum {top:g}), {args.seeds} seeds per row, budget {args.budget_s:.0f} s a seed;"
-        " seconds / steps until a step's train reward first reached each level: median; worst seed (seeds there)",
+        f" seconds / steps until {'a step' if args.window == 1 else f'{args.window} steps in a row'}'s mean train"
+        " reward first reached each level: median; worst seed (seeds there)",
         "| row | overrides | "
         + " | ".join(f"{share:.0%} ({share * top:.2f})" for share in LEVELS)
         + " | load average |",
@@ -122,7 +133,7 @@ def table(args: argparse.Namespace, rows: dict[str, dict[str, Any]]) -> list[str
     ]
     ordered = []
     for name, results in rows.items():
-        cells = [level_cells(results["runs"]["looprl"], share * top) for share in LEVELS]
+        cells = [level_cells(results["runs"]["looprl"], share * top, args.window) for share in LEVELS]
         ordered.append((cells[1][1], cells[1][0], name, cells, results))
     for _, _, name, cells, results in sorted(ordered, key=lambda r: (r[0], r[1])):
         overrides = ROWS[name][0] or "(none)"
@@ -145,7 +156,7 @@ def plot(args: argparse.Namespace, rows: dict[str, dict[str, Any]], path: Path) 
     names = list(rows)
     for y, name in enumerate(names):
         runs = rows[name]["runs"]["looprl"]
-        hits = [learning.first_reached(points, 0.8 * top) for points in runs]
+        hits = [learning.first_reached(points, 0.8 * top, args.window) for points in runs]
         xs = [h[0] if h else args.budget_s for h in hits]
         left.scatter(xs, [y] * len(xs), color=["C0" if h else "C3" for h in hits], zorder=3)
         left.plot([statistics.median(xs)] * 2, [y - 0.3, y + 0.3], color="k")
@@ -170,6 +181,8 @@ def main() -> None:
     parser.add_argument("--task", choices=sorted(learning.TASKS), default="two_digit")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--budget-s", type=float, default=300)
+    parser.add_argument("--window", type=int, default=1, help="levels are reached by the mean of this many steps"
+                        " in a row (3 on a yes/no task such as large_number)")
     parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of: {', '.join(ROWS)}")
     parser.add_argument("--out", default="runs/ablation")
     parser.add_argument("--summarize", action="store_true", help="print the table of the rows measured, run nothing")

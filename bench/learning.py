@@ -2,8 +2,10 @@
 
 Both train SmolLM2-135M-Instruct on a task's `rl.toml` (`--task demo`: single-digit additions, which
 both saturate within minutes; `--task two_digit`: two-digit additions, which neither masters in ten
-minutes) with the same reward (the task's `env.py:score`, weighted as in `rl.toml`), sampling
-(temperature, max tokens), rollouts per step and groups, learning rate and no KL, for `--seeds` runs
+minutes; `--task large_number`: is a number greater than 50, yes or no, an easy task on which the
+policy stops exploring by answering "No" to every question) with the same reward (the task's
+`env.py:score`, weighted as in `rl.toml`), sampling (temperature, max tokens), rollouts per step and
+groups, learning rate and no KL, for `--seeds` runs
 each of `--budget-s` seconds, one after the other. looprl runs as a user runs it (`looprl rl`:
 engine, orchestrator and trainer processes, the config's defaults); TRL runs `GRPOTrainer` as its
 users do (generation with `model.generate` in the training process), one process per seed too. Every
@@ -20,8 +22,8 @@ step, whatever the levels); and the worst drop of the 3-step mean reward after a
 80 % (from its running peak: a collapse shows here). It writes `results.json` and a PNG of every
 seed's reward against seconds and against steps.
 
-    .venv/bin/python bench/learning.py [--task demo|two_digit] [--seeds 3] [--budget-s 600] [--lr 2e-5]
-        [--only looprl|trl] [--looprl-args "--orchestrator.max_off_policy_steps 0"] [--stop-at 0.95]
+    .venv/bin/python bench/learning.py [--task demo|two_digit|large_number] [--seeds 3] [--budget-s 600] [--lr 2e-5]
+        [--only looprl|trl] [--looprl-args "--orchestrator.max_off_policy_steps 0"] [--stop-at 0.95 [--stop-window 3]]
         [--out runs/bench-learning]
     .venv/bin/python bench/learning.py --summarize runs/bench-learning/demo/results.json   # again, no runs
 """
@@ -47,7 +49,7 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-TASKS = {"demo": ROOT / "examples" / "demo", "two_digit": ROOT / "examples" / "two_digit"}
+TASKS = {name: ROOT / "examples" / name for name in ("demo", "two_digit", "large_number")}
 LEVELS = (0.5, 0.8, 0.95)
 MEAN_OF = 3  # steps averaged for the steadier reading of when a level was reached
 SYSTEMS = ("looprl", "trl")
@@ -116,7 +118,8 @@ def run_looprl(args: argparse.Namespace, seed: int, out: Path) -> list[Point]:
     stop_level = args.stop_at * max_reward(args.task) if args.stop_at else None
     while proc.poll() is None and time.time() - started < args.budget_s:
         time.sleep(2)
-        if stop_level is not None and any(r >= stop_level for r in _step_rewards(out).values()):
+        points = [(0.0, step, r) for step, r in sorted(_step_rewards(out).items())]
+        if stop_level is not None and first_reached(points, stop_level, args.stop_window) is not None:
             break
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -278,10 +281,12 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         ("advantage divided by group std", str(o.normalize_std), str(trl.scale_rewards in ("group", "batch", True))),
         ("learning rate", f"{t.optim.lr:g}", f"{trl.learning_rate:g}"),
         ("warm-up steps", str(t.optim.warmup_steps), str(trl.warmup_steps)),
+        ("learning-rate schedule", t.optim.schedule, getattr(trl.lr_scheduler_type, "value", trl.lr_scheduler_type)),
         ("max grad norm", str(t.optim.max_grad_norm), str(trl.max_grad_norm)),
         ("weight decay", str(t.optim.weight_decay), str(trl.weight_decay)),
         ("Adam betas", str(tuple(t.optim.betas)), str((trl.adam_beta1, trl.adam_beta2))),
         ("KL coefficient", str(t.loss.kl_coef), str(trl.beta)),
+        ("entropy bonus coefficient", str(t.loss.entropy_coef), "0.0"),
         (
             "rollouts per step / group",
             f"{o.batch_size}/{o.group_size}",
@@ -463,6 +468,7 @@ def run_systems(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         "load_average": load_average,
         "looprl_args": args.looprl_args,
         "stop_at": args.stop_at,
+        "stop_window": args.stop_window,
         "settings": settings(args),
         "runs": runs,
     }
@@ -479,6 +485,8 @@ def main() -> None:
     parser.add_argument("--looprl-args", default="", help="extra `looprl rl` overrides (ablations)")
     parser.add_argument("--stop-at", type=float, help="stop a looprl seed once a step's reward reached this share"
                         " of the maximum (e.g. 0.95; an ablation measuring time to a level needs no more)")
+    parser.add_argument("--stop-window", type=int, default=1, help="with --stop-at: the mean of this many steps in"
+                        " a row must reach it (3 on a binary task, where one step of 4 prompts is right by luck)")
     parser.add_argument("--plot", help="PNG path (default: OUT/TASK/learning.png)")
     parser.add_argument("--summarize", help="print the summary and plot of a results.json, run nothing")
     parser.add_argument("--trl-worker", type=int, help=argparse.SUPPRESS)

@@ -28,7 +28,7 @@ COLUMNS = {"reward": "reward", "eval/reward": "eval", "pass_rate": "pass", "trai
 """The default table's metrics and their column headers; `eval` only when some step evaluated."""
 
 UNTRAINED = {"train/loss", "train/entropy", "train/mismatch_kl", "train/clipped_frac", "train/ref_kl",
-             "train/grad_norm"}
+             "train/entropy_bonus", "train/grad_norm"}
 """The trainer reports zeros for these when a step had no samples; they are shown as `–` then."""
 
 COUNTS = {"rollouts", "failed", "groups_skipped", "groups_dropped", "rollouts_dropped", "prompt_tokens",

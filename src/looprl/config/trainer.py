@@ -126,6 +126,10 @@ class LossConfig(Strict):
     """The denominator of `constant` normalisation, e.g. sequences per step * max completion tokens."""
     kl_coef: float = Field(0.0, ge=0)
     """Weight of the KL penalty to the initial model; 0 (the default) loads no reference model."""
+    entropy_coef: float = Field(0.0, ge=0)
+    """Entropy bonus: loss -= entropy_coef * the policy's entropy (over the whole vocabulary) at each loss
+    token, averaged by `normalization` like the policy loss, so a policy whose replies all become alike is
+    pushed to keep exploring. 0 (the default): no bonus, and no entropy gradient is computed."""
     correction: TisCorrection | MisCorrection | None = Field(None, discriminator="type")
     """Rollout correction (`[trainer.loss.correction]`, `type` tis or mis), separate from the objective:
     the objective's ratio is then taken against the trainer's own logprobs before the update and each
@@ -140,7 +144,7 @@ class LossConfig(Strict):
 
 
 class OptimConfig(Strict):
-    """AdamW (fp32 state) with a linear warmup and gradient-norm clipping."""
+    """AdamW (fp32 state) with a linear warmup, an optional decay and gradient-norm clipping."""
 
     lr: float = Field(1e-6, gt=0)
     """Peak learning rate."""
@@ -150,6 +154,12 @@ class OptimConfig(Strict):
     """AdamW's (beta1, beta2)."""
     warmup_steps: int = Field(0, ge=0)
     """Linear warmup: step k trains at lr * min(1, k / warmup_steps), so the first step already learns."""
+    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    """After the warmup: `constant` keeps lr; `linear` and `cosine` decay it (along a line, along half a cosine
+    wave) to `min_lr_ratio * lr` at `max_steps`: after k steps past the warmup of W steps, p = k / (max_steps -
+    W) and lr * (min_lr_ratio + (1 - min_lr_ratio) * (1 - p)), or * (1 + cos(pi * p)) / 2 for cosine."""
+    min_lr_ratio: float = Field(0.0, ge=0, le=1)
+    """Where `linear` and `cosine` end, as a share of lr."""
     max_grad_norm: float = Field(1.0, gt=0)
     """Gradients are clipped to this global norm before each update."""
 

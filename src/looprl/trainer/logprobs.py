@@ -33,16 +33,17 @@ from looprl.trainer.logprob_head import logprob_head
 
 def token_logprobs(model: Any, token_ids: torch.Tensor, position_ids: torch.Tensor,
                    loss_mask: torch.Tensor | None = None, trees: Sequence[Tree] | None = None,
-                   with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   with_entropy: bool = False, entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`(logprobs [T], entropy [T] or None)` for a row of `T` tokens laid out as `trees` (default: one
-    sequence), filled where `loss_mask` (default: every token but the first); entropy has no gradient."""
+    sequence), filled where `loss_mask` (default: every token but the first); the entropy has a gradient
+    only with `entropy_grad` (the loss's entropy bonus)."""
     device = token_ids.device
     if loss_mask is None:
         loss_mask = torch.arange(len(token_ids), device=device) > 0
     trees = trees or [Tree(prefix=len(token_ids))]
     one_sequence = len(trees) == 1 and not trees[0].branches  # plain causal attention, no mask needed
     targets = loss_mask.nonzero().squeeze(1)
-    with logprob_head(model).scoring(token_ids[targets]):
+    with logprob_head(model).scoring(token_ids[targets], entropy_grad):
         scored = model(input_ids=token_ids[None], position_ids=position_ids[None], use_cache=False,
                        attention_mask=None if one_sequence else attention_mask(model, trees, device),
                        logits_to_keep=predecessors(trees).to(device)[targets]).logits[0]

@@ -69,7 +69,8 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
         ref_model = parallel.prepare(as_reference(load_policy(cfg.model.name, attn_implementation=attention)[0]),
                                      ranks)
     optimizer = build_optimizer(model, tcfg.optim.lr, tcfg.optim.weight_decay, tcfg.optim.betas)
-    scheduler = build_scheduler(optimizer, tcfg.optim.warmup_steps)
+    scheduler = build_scheduler(optimizer, tcfg.optim.warmup_steps, tcfg.optim.schedule, cfg.max_steps,
+                                tcfg.optim.min_lr_ratio)
     if resume_step:
         _, with_optimizer = load_trainer_state(run_dir, resume_step, model, optimizer, scheduler, ranks)
         if not with_optimizer:
@@ -95,7 +96,7 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
         collected = RolloutLogprobs()
         metrics = train_step(model, optimizer, scheduler, batch.micro_batches, token_loss, normalize,
                              tcfg.optim.max_grad_norm, ref_model, tcfg.loss.kl_coef, ranks, collected,
-                             select.sequence_level(tcfg.loss), correction)
+                             select.sequence_level(tcfg.loss), correction, tcfg.loss.entropy_coef)
         rollout_logprobs = collected.gather(ranks)
         broadcast_start = time.perf_counter()
         state = full_state_dict(model, ranks, adapter_only)

@@ -14,7 +14,7 @@ kernel mismatch and off-policy lag), `clipped_frac`, plus `loss`, `grad_norm`, `
 (GSPO) each sample's tokens share one ratio, their mean log ratio (`loss.gspo`). With a rollout
 `correction` (`loss.correction`, TIS or MIS) the step also reports `is_truncated_frac`,
 `is_masked_frac` (shares of loss tokens whose weight it truncated / masked) and `is_weight` (the
-mean weight). Given a
+mean weight). `entropy_bonus` is what the entropy bonus (`entropy_coef`) took off the step's loss. Given a
 `RolloutLogprobs`, the step also keeps the logprob of every loss token from those same passes, per
 rollout, for the trainer's report.
 """
@@ -50,6 +50,7 @@ def train_step(
     rollout_logprobs: RolloutLogprobs | None = None,
     sequence_level: bool = False,
     correction: Correction | None = None,
+    entropy_coef: float = 0.0,
 ) -> dict[str, float]:
     start = time.perf_counter()
     ranks = ranks or Ranks()
@@ -57,7 +58,7 @@ def train_step(
     weights = step_weights(micro_batches, normalize)
     loss_tokens = sum(sum(mb.loss_mask) for mb in micro_batches)
     totals = {"loss": 0.0, "entropy": 0.0, "mismatch_kl": 0.0, "clipped_frac": 0.0, "ref_kl": 0.0,
-              "is_truncated_frac": 0.0, "is_masked_frac": 0.0, "is_weight": 0.0}
+              "entropy_bonus": 0.0, "is_truncated_frac": 0.0, "is_masked_frac": 0.0, "is_weight": 0.0}
     for i in rank_passes(micro_batches, ranks):
         padding = i is None  # a zero-weight pass: this rank has fewer micro-batches than the busiest
         mb = micro_batches[0 if i is None else i]
@@ -67,13 +68,14 @@ def train_step(
         mask = torch.tensor(mb.loss_mask, device=to)
         inference = torch.tensor(mb.inference_logprobs, device=to)
         with ranks.autocast():
-            logprobs, entropy = token_logprobs(model, ids, pos, mask, mb.trees, with_entropy=True)
+            logprobs, entropy = token_logprobs(model, ids, pos, mask, mb.trees, with_entropy=True,
+                                               entropy_grad=entropy_coef > 0)
             ref = None
             if ref_model is not None:
                 with torch.no_grad():
                     ref, _ = token_logprobs(ref_model, ids, pos, mask, mb.trees)
         out = policy_loss(token_loss, logprobs, inference, torch.tensor(mb.advantages, device=to), w.to(to), ref,
-                          kl_coef, sequence_ids(mb).to(to), sequence_level, correction)
+                          kl_coef, sequence_ids(mb).to(to), sequence_level, correction, entropy, entropy_coef)
         (out.loss * ranks.world_size).backward()  # FSDP averages gradients over ranks; the step sums
         if padding:
             continue
@@ -81,6 +83,7 @@ def train_step(
         totals["loss"] += out.loss.item()
         totals["clipped_frac"] += out.clipped
         totals["ref_kl"] += out.kl
+        totals["entropy_bonus"] += out.entropy_bonus
         totals["is_truncated_frac"] += out.truncated
         totals["is_masked_frac"] += out.masked
         totals["is_weight"] += out.correction_weight
@@ -105,6 +108,7 @@ def train_step(
         "mismatch_kl": totals["mismatch_kl"] / per_loss_token,
         "clipped_frac": totals["clipped_frac"] / per_loss_token,
         "ref_kl": totals["ref_kl"] / per_loss_token,
+        "entropy_bonus": totals["entropy_bonus"],
         "grad_norm": grad_norm,
         "lr": lr,
         "tokens": float(tokens),

@@ -37,3 +37,33 @@ def test_two_digit_examples_carry_what_the_reward_reads():
     assert len(rows) == 400 and all(sum(r["operands"]) == r["answer"] for r in rows)
     assert {tuple(r["operands"]) for r in rows}.isdisjoint(
         {tuple(e.payload["operands"]) for e in asyncio.run(env.create_dataset("eval", ROOT))})
+
+
+
+@pytest.mark.parametrize("reply,correct", [
+    ("No", 1.0),
+    ("no.", 1.0),
+    ("No, 32 is not a large number.", 1.0),
+    ("32 is not large, so no.", 1.0),
+    ("Yes", 0.0),
+    ("Yes, no doubt.", 0.0),  # the first yes or no is the answer
+    ("Nobody knows.", 0.0),  # a word, not part of one
+    ("", 0.0),
+])
+def test_large_number_rewards_the_first_yes_or_no(reply, correct):
+    assert example("large_number").score(reply, {"answer": "no"}) == {"correct": correct}
+
+
+def test_large_number_asks_about_as_many_yes_as_no():
+    import asyncio
+
+    env = example("large_number").LargeNumberEnv()
+    rows = [e.payload for e in asyncio.run(env.create_dataset("train", ROOT))]
+    held_out = [e.payload for e in asyncio.run(env.create_dataset("eval", ROOT))]
+    assert len(rows) == 78 and len(held_out) == 20
+    assert 0.4 < sum(r["answer"] == "yes" for r in rows) / len(rows) < 0.6
+    for r in rows + held_out:
+        number = int(r["prompt_messages"][-1]["content"].split()[1])
+        assert r["answer"] == ("yes" if number > 50 else "no")
+    assert {r["prompt_messages"][-1]["content"] for r in rows}.isdisjoint(
+        r["prompt_messages"][-1]["content"] for r in held_out)

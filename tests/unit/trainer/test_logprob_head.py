@@ -1,5 +1,8 @@
 """The trainer's logprob head: chunks of tokens give the full computation's logprobs, entropies and
-gradients (to 1e-5) with a bounded peak memory, and the projection stays float32 under bfloat16 autocast."""
+gradients (to 1e-5, the entropy's too when asked) with a bounded peak memory, and the projection stays
+float32 under bfloat16 autocast."""
+
+from functools import partial
 
 import pytest
 import torch
@@ -32,6 +35,29 @@ def test_chunks_equal_the_full_computation():
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
+def test_the_entropy_gradient_equals_the_full_computation():
+    gen = torch.Generator().manual_seed(1)
+    hidden = torch.randn(23, 8, generator=gen, requires_grad=True)
+    weight = torch.randn(31, 8, generator=gen, requires_grad=True)
+    targets = torch.randint(0, 31, (23,), generator=gen)
+    up_logprobs, up_entropy = torch.randn(23, generator=gen), torch.randn(23, generator=gen)
+
+    full = torch.log_softmax(hidden @ weight.T, dim=-1)
+    expected = (full.gather(1, targets[:, None]).squeeze(1) * up_logprobs - (full.exp() * full).sum(-1) * up_entropy)
+    expected_grads = torch.autograd.grad(expected.sum(), (hidden, weight))
+
+    logprobs, entropy = chunked_logprobs(hidden, weight, targets, chunk=6, entropy_grad=True)
+    grads = torch.autograd.grad((logprobs * up_logprobs + entropy * up_entropy).sum(), (hidden, weight))
+    for got, want in zip(grads, expected_grads):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_without_entropy_grad_the_entropy_is_a_constant():
+    hidden, weight = torch.randn(4, 8, requires_grad=True), torch.randn(11, 8, requires_grad=True)
+    _, entropy = chunked_logprobs(hidden, weight, torch.zeros(4, dtype=torch.long))
+    assert not entropy.requires_grad
+
+
 def test_peak_memory_is_a_chunk_of_logits_not_all_of_them(monkeypatch):
     """2048 loss tokens x 65536 vocabulary: all logits in float32 are 512 MiB a copy."""
     monkeypatch.setattr(logprob_head, "CHUNK_TOKENS", 128)  # 32 MiB a copy
@@ -40,12 +66,15 @@ def test_peak_memory_is_a_chunk_of_logits_not_all_of_them(monkeypatch):
     ids = torch.randint(0, 65536, (2049,))
     token_logprobs(model, ids[:8], torch.arange(8))  # the head in place, allocator warm
 
-    def forward_and_backward():
-        logprobs, _ = token_logprobs(model, ids, torch.arange(2049), with_entropy=True)
-        logprobs.sum().backward()
+    def forward_and_backward(entropy_grad: bool) -> None:
+        logprobs, entropy = token_logprobs(model, ids, torch.arange(2049), with_entropy=True,
+                                           entropy_grad=entropy_grad)
+        assert entropy is not None
+        (logprobs + entropy).sum().backward()
 
-    growth = peak_rss_growth_mib(forward_and_backward)
-    assert growth < 256, f"{growth:.0f} MiB"
+    for entropy_grad in (False, True):  # the entropy bonus's gradient takes no more than the logprobs'
+        growth = peak_rss_growth_mib(partial(forward_and_backward, entropy_grad))
+        assert growth < 256, f"{growth:.0f} MiB"
 
 
 def test_the_head_is_float32_under_bfloat16_autocast():

@@ -156,6 +156,29 @@ def test_kl_is_off_by_default():
     assert out.kl == 0.0 and out.loss.item() == pytest.approx(-1.0)
 
 
+def test_entropy_bonus_lowers_the_loss_by_the_weighted_entropy():
+    logprobs = _logps(0.5, 0.25, 0.9)
+    entropy = torch.tensor([1.0, 2.0, 7.0], dtype=torch.float64, requires_grad=True)
+    weights = torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64)  # the third token is off the mask
+    advantages = torch.ones(3, dtype=torch.float64)
+    plain = policy_loss(clipped.token_loss, logprobs, logprobs, advantages, weights)
+    out = policy_loss(clipped.token_loss, logprobs, logprobs, advantages, weights, entropy=entropy,
+                      entropy_coef=0.1)
+    bonus = 0.1 * (0.5 * 1.0 + 0.5 * 2.0)  # coef x mean entropy over the loss tokens
+    assert out.entropy_bonus == pytest.approx(bonus)
+    assert out.loss.item() == pytest.approx(plain.loss.item() - bonus)
+    out.loss.backward()
+    assert entropy.grad.tolist() == pytest.approx([-0.05, -0.05, 0.0])  # descending the loss raises entropy
+
+
+def test_entropy_bonus_is_off_by_default():
+    logprobs, advantages, weights = _logps(0.5, 0.25), torch.ones(2, dtype=torch.float64), torch.full((2,), 0.5)
+    plain = policy_loss(clipped.token_loss, logprobs, logprobs, advantages, weights)
+    out = policy_loss(clipped.token_loss, logprobs, logprobs, advantages, weights,
+                      entropy=torch.tensor([1.0, 2.0], dtype=torch.float64))
+    assert out.entropy_bonus == 0.0 and out.loss.item() == plain.loss.item()
+
+
 MASKS = [torch.tensor([True, True, False]), torch.tensor([True])]
 
 

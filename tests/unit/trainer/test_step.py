@@ -68,6 +68,42 @@ def test_warmup_scales_the_learning_rate(model):
     assert lrs == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0, 1.0])
 
 
+@pytest.mark.parametrize("schedule,expected", [
+    ("constant", [0.5, 1.0, 1.0, 1.0, 1.0, 1.0]),
+    ("linear", [0.5, 1.0, 1.0, 0.8, 0.6, 0.4]),  # from 1 after the warmup's 2 steps to 0 at max_steps = 7
+    ("cosine", [0.5, 1.0, 1.0, 0.9045, 0.6545, 0.3455]),
+])
+def test_schedules_decay_the_learning_rate_to_its_floor_at_max_steps(model, schedule, expected):
+    optimizer = build_optimizer(model, lr=1.0)
+    scheduler = build_scheduler(optimizer, warmup_steps=2, schedule=schedule, max_steps=7)
+    lrs = []
+    for _ in range(6):
+        lrs.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    assert lrs == pytest.approx(expected, abs=1e-4)
+    floor = build_scheduler(build_optimizer(model, lr=1.0), schedule=schedule, max_steps=4, min_lr_ratio=0.1)
+    assert floor.lr_lambdas[0](4) == floor.lr_lambdas[0](9) == pytest.approx(1.0 if schedule == "constant" else 0.1)
+
+
+def test_entropy_bonus_raises_the_entropy_and_reports_its_term(model):
+    sample = _on_policy_sample(model, [5, 9, 3, 7, 20, 21, 22], 4, advantage=0.0)  # no policy gradient
+    ids = torch.tensor(sample.token_ids)
+
+    def entropy() -> float:
+        with torch.no_grad():
+            _, h = token_logprobs(model, ids, torch.arange(len(ids)), torch.tensor(sample.loss_mask), with_entropy=True)
+        return float(h[torch.tensor(sample.loss_mask)].mean())
+
+    before = entropy()
+    optimizer = build_optimizer(model, lr=1e-2)
+    metrics = train_step(model, optimizer, build_scheduler(optimizer), pack([sample], 64), truncated.token_loss,
+                         entropy_coef=0.1)
+    assert metrics["entropy_bonus"] == pytest.approx(0.1 * metrics["entropy"], rel=1e-5)  # per-token mean
+    assert metrics["loss"] == pytest.approx(-metrics["entropy_bonus"], rel=1e-5)
+    assert entropy() > before
+
+
 def test_a_rollout_correction_reports_its_weights(model):
     from functools import partial
 

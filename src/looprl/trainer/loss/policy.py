@@ -6,7 +6,13 @@ log_ratio = its sequence's mean                    (only at sequence level: GSPO
 per_token = token_loss(log_ratio, advantages)      (a variant: PPO-style clipped, truncated IS, masked IS, CISPO)
           * w                                      (the rollout correction's weight, if any: TIS / MIS)
           + kl_coef * kl(logp_trainer, logp_ref)   (optional, off by default)
+          - entropy_coef * entropy                 (the entropy bonus: optional, off by default)
 loss      = sum(per_token * weights)               (weights: the normalisation, 0 off the loss mask)
+
+The entropy bonus is the policy's entropy over the whole vocabulary at each loss token, so with the
+per-token normalisation the loss falls by entropy_coef times the step's mean entropy: a policy whose
+replies have all become alike pays for it and is pushed to keep sampling others (`entropy` has a
+gradient only then; with entropy_coef 0 the loss and its cost are exactly those without it).
 
 The weights come from the whole step (see `normalization`), so the sum over a step's micro-batches,
 with gradients accumulated, is the step's loss whatever the packing.
@@ -43,7 +49,8 @@ class LossOutput:
     `clipped` counts the loss tokens whose ratio the objective clipped or truncated, `kl` sums their
     reference KL, `truncated` / `masked` count those the rollout correction truncated / masked, and
     `correction_weight` sums its weights: divided by the step's loss tokens they become the step's
-    means, whatever the normalisation.
+    means, whatever the normalisation. `entropy_bonus` is what the entropy bonus took off `loss`
+    (already normalised, like `loss`).
     """
 
     loss: torch.Tensor
@@ -52,6 +59,7 @@ class LossOutput:
     truncated: int = 0
     masked: int = 0
     correction_weight: float = 0.0
+    entropy_bonus: float = 0.0
 
 
 def policy_loss(
@@ -65,11 +73,14 @@ def policy_loss(
     sequences: torch.Tensor | None = None,
     sequence_level: bool = False,
     correction: Correction | None = None,
+    entropy: torch.Tensor | None = None,
+    entropy_coef: float = 0.0,
 ) -> LossOutput:
     """The loss of one micro-batch; every tensor has the same shape (one entry per token).
 
     `sequences` is each token's sequence index (default: the whole micro-batch is one sequence);
-    `sequence_level` makes the objective's ratio one per sequence (GSPO).
+    `sequence_level` makes the objective's ratio one per sequence (GSPO); `entropy` (differentiable)
+    with `entropy_coef` > 0 adds the entropy bonus.
     """
     on_mask = weights != 0
     zeros = torch.zeros_like(logprobs)
@@ -89,7 +100,13 @@ def policy_loss(
         kl = torch.where(on_mask, token_kl(logprobs, ref_logprobs), zeros)
         per_token = per_token + kl_coef * kl
         kl_sum = float(kl.detach()[on_mask].sum())
-    result = LossOutput(loss=(per_token * weights).sum(), clipped=int(out.clipped[on_mask].sum()), kl=kl_sum)
+    bonus = 0.0
+    if entropy is not None and entropy_coef:
+        bonus_per_token = torch.where(on_mask, entropy_coef * entropy, zeros)
+        per_token = per_token - bonus_per_token
+        bonus = float((bonus_per_token.detach() * weights).sum())
+    result = LossOutput(loss=(per_token * weights).sum(), clipped=int(out.clipped[on_mask].sum()), kl=kl_sum,
+                        entropy_bonus=bonus)
     if corrected is not None:
         result.truncated = int(corrected.truncated[on_mask].sum())
         result.masked = int(corrected.masked[on_mask].sum())

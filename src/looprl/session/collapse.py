@@ -39,5 +39,5 @@ class ExplorationWatch:
         """The one-line warning for the streak that ends at `step`; `example`: where to see such a group."""
         return (f"the policy stopped exploring: at each of steps {self.streak[0]}-{step} most groups "
                 f"({without_signal} of {sampled} at step {step}) gave every rollout the same reward, so they "
-                f"taught nothing{f'; e.g. rollout {example}' if example else ''} (README, 'Collapse': try dynamic "
-                f"sampling, clip-higher, a KL term or a lower learning rate)")
+                f"taught nothing{f'; e.g. rollout {example}' if example else ''} (docs/training.md, 'Collapse': "
+                f"try an entropy bonus, clip-higher, a KL term, dynamic sampling or a lower or decaying learning rate)")

@@ -10,7 +10,7 @@ def test_warns_once_per_streak():
     assert [i + 1 for i, warn in enumerate(seen) if warn] == [3, 7]
     assert watch.warning(11, 4, 3, "r9: http://x").startswith(
         "the policy stopped exploring: at each of steps 5-11 most groups (3 of 4 at step 11) gave every rollout "
-        "the same reward, so they taught nothing; e.g. rollout r9: http://x (README, 'Collapse'")
+        "the same reward, so they taught nothing; e.g. rollout r9: http://x (docs/training.md, 'Collapse'")
 
 
 def test_half_or_fewer_groups_without_signal_is_no_streak():

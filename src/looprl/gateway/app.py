@@ -16,11 +16,11 @@ given one when its session opens, in turn, so the requests spread evenly over th
 multi-turn rollout stays on one engine (whose prefix cache holds its earlier turns).
 
 Connection failures: the gateway keeps idle client connections open for `SERVER_KEEPALIVE_S`,
-longer than env clients pool them. Toward the upstream (`looprl.gateway.upstream`), pooled connections are dropped after
-`KEEPALIVE_S`, below the 5 s after which uvicorn (the embedded engine, vLLM) closes idle ones, so a
-request is not sent down a socket the server is closing. A request that still fails to connect or
-loses its connection before an answer is sent again, up to `ATTEMPTS` times, then recorded as a 502
-(the rollout's `model_error`).
+longer than env clients pool them. Toward the upstream (`looprl.gateway.upstream`), pooled
+connections are dropped after `KEEPALIVE_S`, below the 5 s after which uvicorn (the embedded engine,
+vLLM) closes idle ones, so a request is not sent down a socket the server is closing. A request that
+still fails to connect or loses its connection before an answer is sent again, up to `ATTEMPTS`
+times, then recorded as a 502 (the rollout's `model_error`).
 """
 
 from __future__ import annotations

@@ -104,8 +104,8 @@ async def run_chat_loop(env: BaseEnv, rollout: BaseRollout, client: openai.Async
                 rollout.termination_reason = "tool_budget_exceeded"
                 return
             rollout.tool_calls += 1
-            content = await _run_one_tool(env, rollout.rollout_id, call.function.name, call.function.arguments,
-                                          tool_names)
+            function = call.function  # type: ignore[union-attr]  # only custom tools get custom calls; BaseEnv offers none
+            content = await _run_one_tool(env, rollout.rollout_id, function.name, function.arguments, tool_names)
             rollout.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
 
 

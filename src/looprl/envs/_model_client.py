@@ -16,6 +16,7 @@ import asyncio
 import weakref
 
 import httpx
+import httpx2
 import openai
 
 MODEL_TIMEOUT_S = 600.0
@@ -27,8 +28,8 @@ def _pool() -> openai.DefaultAioHttpClient:
     loop = asyncio.get_running_loop()
     client = _pools.get(loop)
     if client is None or client.is_closed:
-        # the transport reads these three fields (a connection per rollout in flight, all kept alive)
-        limits = httpx.Limits(max_connections=1024, max_keepalive_connections=1024)
+        # a connection per rollout in flight, all kept alive (httpx2: the SDK's own httpx)
+        limits = httpx2.Limits(max_connections=1024, max_keepalive_connections=1024)
         client = _pools[loop] = openai.DefaultAioHttpClient(timeout=MODEL_TIMEOUT_S, limits=limits)
     return client
 

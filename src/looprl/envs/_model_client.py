@@ -1,8 +1,13 @@
 """OpenAI clients for `BaseEnv`'s rollouts, sharing one HTTP connection pool per event loop.
 
-Creating an `httpx.AsyncClient` costs tens of milliseconds (TLS context, pools); one per rollout
-would dominate fast environments. Each rollout gets its own `AsyncOpenAI` (its own gateway base
-URL) on top of the loop's shared pool. The env host that owns the loop closes the pool.
+Creating an HTTP client costs tens of milliseconds (TLS context, pools); one per rollout would
+dominate fast environments. Each rollout gets its own `AsyncOpenAI` (its own gateway base URL) on
+top of the loop's shared pool. The env host that owns the loop closes the pool.
+
+The pool is the SDK's aiohttp transport (`openai.DefaultAioHttpClient`), not httpx's own: httpx's
+pool scans every connection on each request and each response, so with hundreds of rollouts in
+flight (a connection each) that scan was most of an env worker's CPU time; aiohttp's costs the same
+at any size.
 """
 
 from __future__ import annotations
@@ -11,27 +16,27 @@ import asyncio
 import weakref
 
 import httpx
+import httpx2
 import openai
 
 MODEL_TIMEOUT_S = 600.0
 
-_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.DefaultAioHttpClient] = weakref.WeakKeyDictionary()
 
 
-def _pool() -> httpx.AsyncClient:
+def _pool() -> openai.DefaultAioHttpClient:
     loop = asyncio.get_running_loop()
     client = _pools.get(loop)
     if client is None or client.is_closed:
-        limits = httpx.Limits(max_connections=1024, max_keepalive_connections=256)
-        client = _pools[loop] = httpx.AsyncClient(timeout=MODEL_TIMEOUT_S, limits=limits)
+        # a connection per rollout in flight, all kept alive (httpx2: the SDK's own httpx)
+        limits = httpx2.Limits(max_connections=1024, max_keepalive_connections=1024)
+        client = _pools[loop] = openai.DefaultAioHttpClient(timeout=MODEL_TIMEOUT_S, limits=limits)
     return client
 
 
 def model_client(base_url: str) -> openai.AsyncOpenAI:
     """A client for one rollout's gateway URL (no retries: a failed call is the rollout's `model_error`)."""
-    # openai's stubs name httpx2's AsyncClient; at run time it takes httpx's
-    return openai.AsyncOpenAI(base_url=base_url, api_key="looprl", http_client=_pool(),  # type: ignore[arg-type]
-                              max_retries=0)
+    return openai.AsyncOpenAI(base_url=base_url, api_key="looprl", http_client=_pool(), max_retries=0)
 
 
 async def warm_up() -> None:
@@ -44,7 +49,7 @@ async def warm_up() -> None:
     transport = httpx.MockTransport(lambda request: httpx.Response(200, json=reply))
     async with httpx.AsyncClient(transport=transport) as http:
         client = openai.AsyncOpenAI(base_url="http://warm-up/v1", api_key="looprl",
-                                    http_client=http, max_retries=0)  # type: ignore[arg-type]  # as in model_client
+                                    http_client=http, max_retries=0)  # type: ignore[arg-type]  # stubs name httpx2; httpx works
         await client.chat.completions.create(model="warm-up", messages=[{"role": "user", "content": ""}],
                                              tools=[{"type": "function", "function": {"name": "f"}}])
 

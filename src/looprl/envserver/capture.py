@@ -26,8 +26,9 @@ from looprl.envs.logging import current_rollout_ids
 from looprl.envs.types import LogRecordData
 from looprl.utils.logger import record_message
 
-NOISY_LOGGERS = ("httpx", "httpcore", "openai", "urllib3", "asyncio", "filelock", "hpack", "multipart",
-                 "transformers", "datasets", "fsspec", "uvicorn", "aiosqlite", "PIL", "matplotlib")
+NOISY_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2", "aiohttp", "openai", "urllib3", "asyncio", "filelock",
+                 "hpack", "multipart", "transformers", "datasets", "fsspec", "uvicorn", "aiosqlite", "PIL",
+                 "matplotlib")
 """Third-party loggers kept at WARNING in env processes unless the user asks for them."""
 
 

@@ -16,11 +16,11 @@ given one when its session opens, in turn, so the requests spread evenly over th
 multi-turn rollout stays on one engine (whose prefix cache holds its earlier turns).
 
 Connection failures: the gateway keeps idle client connections open for `SERVER_KEEPALIVE_S`,
-longer than env clients pool them. Toward the upstream, pooled connections are dropped after
-`KEEPALIVE_S`, below the 5 s after which uvicorn (the embedded engine, vLLM) closes idle ones, so a
-request is not sent down a socket the server is closing. A request that still fails to connect or
-loses its connection before an answer is sent again, up to `ATTEMPTS` times, then recorded as a 502
-(the rollout's `model_error`).
+longer than env clients pool them. Toward the upstream (`looprl.gateway.upstream`), pooled
+connections are dropped after `KEEPALIVE_S`, below the 5 s after which uvicorn (the embedded engine,
+vLLM) closes idle ones, so a request is not sent down a socket the server is closing. A request that
+still fails to connect or loses its connection before an answer is sent again, up to `ATTEMPTS`
+times, then recorded as a 502 (the rollout's `model_error`).
 """
 
 from __future__ import annotations
@@ -37,11 +37,12 @@ from typing import Any
 import httpx
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from looprl.config import SamplingParams
 from looprl.gateway.recording import record_call
 from looprl.gateway.sampling_params import apply_sampling
+from looprl.gateway.upstream import UpstreamClient, UpstreamResponse
 from looprl.store.records import ModelCall
 from looprl.utils.logger import get_logger
 
@@ -85,8 +86,8 @@ class Gateway:
         self.context_budget = context_budget
         self._sessions: dict[str, Session] = {}
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        limits = httpx.Limits(max_connections=1024, max_keepalive_connections=256, keepalive_expiry=KEEPALIVE_S)
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(3600, connect=30), limits=limits, headers=headers)
+        self._client = UpstreamClient(headers, timeout_s=3600, connect_timeout_s=30, keepalive_s=KEEPALIVE_S,
+                                      max_connections=1024)
         self.app = self._build_app()
 
     def serve_model(self, model: str) -> None:
@@ -137,7 +138,7 @@ class Gateway:
 
         return app
 
-    async def _forward(self, session: Session, body: dict[str, Any]) -> JSONResponse:
+    async def _forward(self, session: Session, body: dict[str, Any]) -> Response:
         idx = len(session.calls)
         budget = session.context_budget
         if budget is not None and session.context_tokens >= budget:
@@ -160,8 +161,9 @@ class Gateway:
             return error_response(502, message, "upstream_unreachable", "api_error")
         latency = time.time() - started
         try:
-            data = response.json()
+            data = parsed = response.json()
         except ValueError:
+            parsed = None
             data = {"error": {"message": response.text[:2000], "type": "api_error", "code": "bad_upstream_response"}}
         error = None if response.status_code == 200 else str((data.get("error") or {}).get("message") or data)[:2000]
         call = record_call(session.rollout_id, idx, started, latency, response.status_code, data, error=error)
@@ -173,9 +175,11 @@ class Gateway:
         session.calls.append(call)
         if response.status_code == 200:
             session.context_tokens = call.prompt_tokens + call.completion_tokens
+        if data is parsed:  # the upstream's JSON, forwarded as received
+            return Response(response.content, status_code=response.status_code, media_type="application/json")
         return JSONResponse(data, status_code=response.status_code)
 
-    async def _post(self, session: Session, payload: dict[str, Any]) -> httpx.Response:
+    async def _post(self, session: Session, payload: dict[str, Any]) -> UpstreamResponse:
         url, rollout_id = f"{session.upstream}/chat/completions", session.rollout_id
         for attempt in range(1, ATTEMPTS):
             try:

@@ -89,8 +89,8 @@ class Broadcaster:
     def __call__(self, step: int, model: Any, state: StateDict) -> Path:
         if self.shared is not None:
             try:
-                message = self.shared.publish(without_tied_head(_cast(merged(model, state), self.dtype), model.config),
-                                              step)
+                dtype = self.dtype or next(t.dtype for t in state.values() if t.is_floating_point())
+                message = self.shared.publish(without_tied_head(merged(model, state), model.config), step, dtype)
                 return _publish(self.run_dir, step, self.keep, lambda target: write_message(target, message))
             except OSError as e:
                 self._fall_back(e)

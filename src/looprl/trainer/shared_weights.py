@@ -44,7 +44,7 @@ class SharedWeightsWriter:
         servable = without_tied_head({k: v.detach() for k, v in model.state_dict().items()}, model.config)
         if any(name not in params or t.dtype != dtype or t.device.type != "cpu" for name, t in servable.items()):
             return False
-        views = self._views(servable)
+        views = self._views(servable, dtype)
         with torch.no_grad():
             for name, view in views.items():
                 view.copy_(params[name])
@@ -57,11 +57,12 @@ class SharedWeightsWriter:
         if self.live:
             optimizer.register_step_pre_hook(lambda *_: self._locked().begin_change())
 
-    def publish(self, state: StateDict, version: int) -> SharedWeights:
-        """Put `state` (the servable weights: names, dtype and values of the model file) in the region as
-        `version`; the message that names it."""
+    def publish(self, state: StateDict, version: int, dtype: torch.dtype) -> SharedWeights:
+        """Put `state` (the servable weights: the model file's names and values) in the region as `version`,
+        its floating-point tensors in `dtype` (cast as they are copied in: no cast copy of the weights
+        first); the message that names it."""
         if not self.live:
-            views = self._views(state)
+            views = self._views(state, dtype)
             self._locked().begin_change()
             with torch.no_grad():
                 for name, tensor in state.items():
@@ -70,11 +71,13 @@ class SharedWeightsWriter:
         region.publish(version)
         return SharedWeights(region=str(self.path), version=version, nbytes=region.nbytes, tensors=self.entries)
 
-    def _views(self, state: StateDict) -> dict[str, torch.Tensor]:
-        """The region's tensors for `state`'s, the region made on the first call (the layout never changes)."""
+    def _views(self, state: StateDict, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        """The region's tensors for `state`'s (floating-point ones in `dtype`), the region made on the first
+        call (the layout never changes)."""
         if self.region is None:
-            self.entries, nbytes = layout((name, str(t.dtype).removeprefix("torch."), list(t.shape),
-                                           t.numel() * t.element_size()) for name, t in state.items())
+            dtypes = {name: dtype if t.is_floating_point() else t.dtype for name, t in state.items()}
+            self.entries, nbytes = layout((name, str(dtypes[name]).removeprefix("torch."), list(t.shape),
+                                           t.numel() * dtypes[name].itemsize) for name, t in state.items())
             self.region = Region(self.path, nbytes, create=True)
             self.tensors = self.region.views(self.entries)
         if list(self.tensors) != list(state):

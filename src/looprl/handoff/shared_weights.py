@@ -9,10 +9,11 @@ embedded engine on the same host copies from, so no safetensors file is written 
                                orchestrator relays it like a file broadcast (`POST /update_weights`)
 
 Who changes the bytes holds an exclusive `flock` on the region file, and sets the version to -1 first and
-to N last; a reader holds a shared `flock` while it copies and loads only if the version it finds is the
-one it was asked for (`Region.reading`). So a half-written region is never loaded, and the trainer never
-changes weights an engine is copying. The lock protocol replaces double buffering: the trainer waits only
-if it changes the weights again while an engine still copies the previous ones (with off-policy overlap).
+to N last; a reader holds a shared `flock` while it copies and loads only if it gets the lock at once and
+the version it finds is the one it was asked for (`Region.reading`). So a half-written region is never
+loaded, the trainer never changes weights an engine is copying, and the engine never waits for the
+trainer. The lock protocol replaces double buffering: the trainer waits only if it changes the weights
+again while an engine still copies the previous ones (with off-policy overlap).
 
 The launcher makes the region directory (`/dev/shm/looprl-weights-*`, one per `looprl rl`) and removes
 it when the run ends, however it ends; a directory whose launcher died without a word (SIGKILL) is
@@ -140,8 +141,12 @@ class Region:
     @contextlib.contextmanager
     def reading(self, version: int) -> Iterator[None]:
         """Hold the region unchanged while the body copies from it; `Superseded` (nothing is read) unless it
-        holds exactly `version`, complete."""
-        fcntl.flock(self._fd, fcntl.LOCK_SH)
+        holds exactly `version`, complete. Never waits: a reader (the engine's one thread, which also
+        decodes) does not stall while the trainer changes the weights; it is told to load the next ones."""
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Superseded(version, CHANGING) from None
         try:
             found = self.version
             if found != version:

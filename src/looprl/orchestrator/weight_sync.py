@@ -22,8 +22,9 @@ answered: the gateway spreads rollouts over them, so none may lag.
 
 A broadcast through the shared-memory region (`looprl.handoff.shared_weights`, the embedded engine
 on the trainer's host) is relayed the same way: its directory names the region and the version in it.
-If the trainer has changed the region again before an engine copied it (possible only with off-policy
-overlap), the engine answers 409 and keeps its weights, and the next `sync()` loads the newer version.
+If the trainer is changing the region, or has changed it again, when an engine comes to copy it
+(possible only with off-policy overlap), the engine answers 409 and keeps its weights, and the next
+`sync()` loads the newer version.
 
 `published_at` and `loaded_at` keep, per version, when its broadcast became stable and when the
 engine had loaded it (epoch seconds): the step metrics time the weight handoff with them.

@@ -12,8 +12,8 @@ holds no second copy of the weights in the engine's share of GPU memory.
 A directory holding `shared_memory.json` (`looprl.handoff.shared_weights`) names the trainer's region in
 `/dev/shm` instead: its tensors are views of the region (mapped once per region and kept), checked the
 same way, and `apply` copies straight from them while holding the region's lock, after checking that it
-still holds the version named; if not (the trainer has changed it since), `apply` raises `Superseded`
-before copying anything, so the model keeps its weights whole.
+still holds the version named; if not (the trainer is changing it, or has changed it since), `apply` raises
+`Superseded` before copying anything, so the model keeps its weights whole.
 """
 
 from __future__ import annotations

@@ -167,3 +167,12 @@ def test_the_next_run_sweeps_a_region_whose_launcher_was_killed(tmp_path):
     child.send_signal(signal.SIGKILL)
     child.wait()
     assert [str(p) for p in remove_stale_regions(tmp_path)] == [region] and list(tmp_path.iterdir()) == []
+
+
+def test_a_region_that_cannot_be_made_falls_back_to_files(tmp_path):
+    """A `/dev/shm` too small (ENOSPC from `posix_fallocate`) or gone: the trainer broadcasts files instead."""
+    shared = Broadcaster(tmp_path / "run", dtype=torch.float32, region_dir=tmp_path / "gone")
+    model = trained(shared)
+    assert shared.shared is None
+    path = shared(1, model, full_state_dict(model, Ranks()))
+    assert sorted(p.name for p in path.iterdir()) == ["STABLE", "config.json", "model.safetensors"]

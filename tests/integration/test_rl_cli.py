@@ -1,6 +1,7 @@
 """`looprl rl` end to end on a tiny random-weight model: steps, checkpoints, log files, metrics, resume.
 
-The run directory after 3 steps is checked (no weight broadcast and no `-wal`/`-shm` left), and the
+The run directory after 3 steps is checked (no weight broadcast and no `-wal`/`-shm` left; the weights
+went through the shared-memory region, `trainer.weight_handoff = "auto"`, removed at the end), and the
 command's own output (a line per step, the reward-weight warning once, a summary); then the last
 checkpoint is removed (as if the run had died between checkpoints 2 and 3) and `--resume` with
 `max_steps = 4` must redo steps 3 and 4: every step exactly once in the store, train rollouts exactly
@@ -8,6 +9,7 @@ checkpoint is removed (as if the run had died between checkpoints 2 and 3) and `
 """
 
 import json
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -124,7 +126,12 @@ def test_rl_runs_checkpoints_and_resumes(tmp_path):
     assert (run / "logs" / "envs" / "train" / "CharsEnv" / "env_server.log").is_file()
     assert "step 3 | reward" in (run / "logs" / "orchestrator.log").read_text()
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_2", "step_3"]
-    assert (run / "config.toml").is_file()
+    assert (run / "checkpoints" / "step_3" / "model.safetensors").is_file()  # no broadcast file to link
+    assert 'weight_handoff = "shared_memory"' in (run / "config.toml").read_text()  # `auto`, the engine here
+    region = re.search(r"through the shared-memory region (\S+) \(the parameters live in it\)",
+                       (run / "logs" / "trainer.log").read_text())
+    assert region and region[1].startswith("/dev/shm/looprl-weights-")
+    assert not Path(region[1]).parent.exists()  # removed with the run
     assert store_steps(run) == ([1, 2, 3], [(1, 8), (2, 8), (3, 8)])
     check_trainer_logprobs(run)
     check_tracker(tmp_path / "tb", run)
@@ -132,6 +139,7 @@ def test_rl_runs_checkpoints_and_resumes(tmp_path):
     rows = [json.loads(line) for line in looprl("metrics", str(run), "--json").stdout.splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert all("reward" in r and "train/loss" in r and "train/mismatch_kl" in r for r in rows)
+    assert all(0 <= r["train/broadcast_time_s"] < 1 for r in rows)
     assert "eval/reward" in rows[0] and "eval/reward" not in rows[1] and "eval/reward" in rows[2]  # steps 1, 3, end
     assert rows[0]["train/mismatch_kl"] < 1e-3  # step 1 trains on its own weights' samples
     assert all("groups_dropped" in r and "rollouts_dropped" in r and r["off_policy_lag"] <= 1 for r in rows)

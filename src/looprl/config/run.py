@@ -16,6 +16,7 @@ process reads that file back, so all of them run the same configuration. Pydanti
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -128,6 +129,13 @@ class RLConfig(Strict):
                              f"{slurm.gpus_per_node} (each inference node runs vLLM replicas of {tp} GPUs)")
         return self
 
+    @model_validator(mode="after")
+    def _shared_memory_needs_the_embedded_engine_here(self) -> RLConfig:
+        if self.trainer.weight_handoff == "shared_memory" and (self.inference.backend == "vllm" or self.slurm):
+            raise ValueError("trainer.weight_handoff = \"shared_memory\" needs the embedded engine on the trainer's "
+                             "host: vLLM and [slurm] jobs load weights from files (\"file\" or \"auto\")")
+        return self
+
     def for_hardware(self, gpus: int) -> RLConfig:
         """This config with what it leaves to the hardware decided, for a machine with `gpus` GPUs (a
         SLURM job: its nodes'); `looprl rl` writes the result into the run's `config.toml`.
@@ -135,12 +143,18 @@ class RLConfig(Strict):
         `orchestrator.max_off_policy_steps`: 0 without a GPU, where the engine and the trainer compute
         on the same cores, so overlapping them gains nothing and costs each half the cores; 1 with GPUs.
         `inference.dtype = "auto"`: bfloat16 with GPUs, float32 without (`engine_dtype`).
+        `trainer.weight_handoff = "auto"`: `shared_memory` when `looprl rl` starts the embedded engine on
+        this (Linux) host, `file` otherwise (vLLM, `inference.urls`, a `[slurm]` job).
         """
-        orchestrator, inference = self.orchestrator, self.inference
+        orchestrator, inference, trainer = self.orchestrator, self.inference, self.trainer
         if orchestrator.max_off_policy_steps is None:
             orchestrator = orchestrator.model_copy(update={"max_off_policy_steps": 0 if gpus == 0 else 1})
         inference = inference.model_copy(update={"dtype": engine_dtype(inference.dtype, gpus > 0)})
-        return self.model_copy(update={"orchestrator": orchestrator, "inference": inference})
+        if trainer.weight_handoff == "auto":
+            here = inference.backend == "embedded" and not inference.urls and self.slurm is None
+            trainer = trainer.model_copy(update={"weight_handoff": "shared_memory" if here and sys.platform == "linux"
+                                                 else "file"})
+        return self.model_copy(update={"orchestrator": orchestrator, "inference": inference, "trainer": trainer})
 
     def env_runtime(self) -> EnvRuntimeConfig:
         """How the run's env servers run env code: `[env]` with `[log]`'s level, format and env limits."""

@@ -223,5 +223,11 @@ class TrainerConfig(Strict):
     """What `checkpoints/` keeps."""
     keep_broadcasts: int = Field(2, ge=1)
     """Weight broadcasts kept on disk (older ones are deleted)."""
+    weight_handoff: Literal["auto", "shared_memory", "file"] = "auto"
+    """How each step's weights reach the engine. `file`: a safetensors file per step under `broadcasts/`
+    (what vLLM, SLURM jobs and engines on other hosts need). `shared_memory`: the embedded engine on this
+    host copies them from a region in `/dev/shm` the trainer keeps them in, no file written or read.
+    `auto` (the default): `shared_memory` when `looprl rl` starts the embedded engine itself on Linux,
+    `file` otherwise; the resolved value is written into the run's config.toml."""
     lora: LoraConfig | None = None
     """Train LoRA adapters instead of every weight (`[trainer.lora]`); None (the default): full fine-tuning."""

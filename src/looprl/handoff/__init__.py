@@ -13,13 +13,15 @@ N optimizer steps (version 0: the initial model).
 |                                  | `sample_segments`            | call into `model_calls.trainer_logprobs`|
 | `broadcasts/step_N/` + `STABLE`  | `mark_stable`, `is_stable`,  | trainer -> orchestrator, which has the  |
 |                                  | `newest_broadcast`           | engine load it (`POST /update_weights`) |
+|   or its `shared_memory.json`    | `shared_weights`: the message| trainer -> embedded engine on the same  |
+|   + the region in `/dev/shm`     | and the region's lock        | host, relayed by the orchestrator       |
 | `checkpoints/step_N/`            | `latest_checkpoint`          | trainer -> launcher (`--resume`)        |
 |   its `progress.json`            | `TrainBatch.progress`        | orchestrator -> trainer -> orchestrator |
 | any `step_N` directory           | `step_dirs`                  | (discovery, for every reader)           |
 
 Files are written to a temporary sibling and renamed into place (`write_model`), and read by polling
-(`read_model`, `wait_model`, `await_model`). Plain pydantic and JSON, no torch; no process package
-is imported here.
+(`read_model`, `wait_model`, `await_model`). Plain pydantic and JSON, no torch (but for
+`shared_weights.Region.views`, which imports it when called); no process package is imported here.
 """
 
 from looprl.handoff.batch import MicroBatch, Segment, Tree, row_segments, sample_owner, sample_segments

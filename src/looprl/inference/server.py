@@ -1,7 +1,8 @@
 """The engine's HTTP surface: an OpenAI-compatible FastAPI app with vLLM's token extensions.
 
 Endpoints: `POST /v1/chat/completions`, `GET /v1/models`, `GET /health`, and
-`POST /update_weights {"path": DIR, "version": N?}`. Every error body has OpenAI's shape
+`POST /update_weights {"path": DIR, "version": N?}` (409 `weights_superseded` when DIR names a
+shared-memory region that the trainer has changed since). Every error body has OpenAI's shape
 `{"error": {"message", "type", "param", "code"}}`; anything wrong with the request is a 4xx.
 """
 
@@ -19,6 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from looprl.handoff.shared_weights import Superseded
 from looprl.inference import protocol as p
 from looprl.inference.chat import ChatFormatError, parse_tool_calls, render_prompt
 from looprl.inference.engine import Completion, Engine
@@ -60,7 +62,10 @@ def create_app(engine: Engine, served_model_name: str) -> FastAPI:
             update = await asyncio.to_thread(load_update, body.path, engine.model, body.version)
         except WeightsError as e:
             raise ApiError(400, str(e), "invalid_weights") from e
-        await engine.update_weights(update)
+        try:
+            await engine.update_weights(update)
+        except Superseded as e:  # the model kept its weights; the orchestrator loads the newer ones
+            raise ApiError(409, str(e), "weights_superseded") from e
         return _weights(engine, served_model_name)
 
     @app.post("/v1/chat/completions", response_model=p.ChatCompletionResponse)

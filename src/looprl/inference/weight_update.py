@@ -8,17 +8,28 @@ checkpoint leaves out (e.g. a tied `lm_head.weight`) keep their current values.
 The tensors are read into CPU memory and `apply` copies them onto the model's device and dtype (a
 GPU engine, a float32 engine fed bfloat16 weights): while earlier requests drain, the waiting update
 holds no second copy of the weights in the engine's share of GPU memory.
+
+A directory holding `shared_memory.json` (`looprl.handoff.shared_weights`) names the trainer's region in
+`/dev/shm` instead: its tensors are views of the region (mapped once per region and kept), checked the
+same way, and `apply` copies straight from them while holding the region's lock, after checking that it
+still holds the version named; if not (the trainer is changing it, or has changed it since), `apply` raises
+`Superseded` before copying anything, so the model keeps its weights whole.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import load_file
+
+from looprl.handoff.shared_weights import Region, read_message
 
 
 class WeightsError(ValueError):
@@ -32,27 +43,56 @@ class WeightUpdate:
     path: Path
     tensors: dict[str, torch.Tensor]
     version: int | None = None
+    region: Region | None = None
+    """The shared-memory region `tensors` are views of, which must hold `region_version` while they are copied."""
+    region_version: int = 0
     future: asyncio.Future[None] = field(init=False)
     loop: asyncio.AbstractEventLoop = field(init=False)
 
     @torch.no_grad()
     def apply(self, model: Any) -> None:
-        state = model.state_dict()
-        for name, tensor in self.tensors.items():
-            state[name].copy_(tensor)
+        with self.region.reading(self.region_version) if self.region is not None else contextlib.nullcontext():
+            state = model.state_dict()
+            for name, tensor in self.tensors.items():
+                state[name].copy_(tensor)
 
 
 def load_update(path: str | Path, model: Any, version: int | None = None) -> WeightUpdate:
-    """Read all `*.safetensors` under `path` and check them against `model`'s state dict."""
+    """Read all `*.safetensors` under `path` (or map the shared-memory region it names) and check them
+    against `model`'s state dict."""
     path = Path(path).expanduser()
     if not path.is_dir():
         raise WeightsError(f"weights directory {path} does not exist")
+    message = read_message(path)
+    if message is not None:
+        try:
+            region = _mapped(message.region, os.stat(message.region).st_ino, message.nbytes)
+        except (OSError, ValueError) as e:
+            raise WeightsError(f"the shared-memory region of {path} cannot be mapped: {e}") from e
+        update = WeightUpdate(path, region.views(message.tensors), version, region, message.version)
+    else:
+        update = WeightUpdate(path, _read_files(path), version)
+    _check(update.tensors, model, path)
+    return update
+
+
+@functools.lru_cache(maxsize=2)
+def _mapped(path: str, inode: int, nbytes: int) -> Region:
+    """The region file at `path` mapped, once per file (`inode`: a region made anew is mapped anew)."""
+    return Region(path, nbytes)
+
+
+def _read_files(path: Path) -> dict[str, torch.Tensor]:
     files = sorted(path.glob("*.safetensors"))
     if not files:
         raise WeightsError(f"no *.safetensors files in {path}")
     tensors: dict[str, torch.Tensor] = {}
     for file in files:
         tensors.update(load_file(file))
+    return tensors
+
+
+def _check(tensors: dict[str, torch.Tensor], model: Any, path: Path) -> None:
     state = model.state_dict()
     unknown = sorted(set(tensors) - set(state))
     if unknown:
@@ -62,4 +102,3 @@ def load_update(path: str | Path, model: Any, version: int | None = None) -> Wei
         name = mismatched[0]
         raise WeightsError(f"shape mismatch for {name}: {tuple(tensors[name].shape)} in {path}, "
                            f"{tuple(state[name].shape)} in the model")
-    return WeightUpdate(path, tensors, version)

@@ -4,14 +4,17 @@ Validates the config, writes the resolved `config.toml` into `output_dir` (`--dr
 checks the output directory, the env import and the train split's first rows (each mistake one line
 and exit 2, before anything slow), starts the inference engine (none with `inference.urls`: the
 orchestrator then uses those engines), then the orchestrator and the trainer as child processes,
-each with its output in `logs/<process>.log`, and supervises them: when one fails the others are
-stopped, the command exits 1 and prints the tail of the failing log; Ctrl-C stops them all.
+each with its output in `logs/<process>.log` (with `trainer.weight_handoff = "shared_memory"` the
+trainer gets the run's region in `/dev/shm`, `launch.weight_region`, removed when the run ends),
+and supervises them: when one fails the others are stopped, the command exits 1 and prints the tail
+of the failing log; Ctrl-C stops them all.
 Meanwhile it prints the engine coming up, a line per step, the orchestrator's warnings and a
 closing summary (`launch.progress`, which only reads the run store and the orchestrator's log).
 
 `--resume` continues a run from its latest checkpoint k: files of later steps (hand-off files and
-broadcasts) are removed, the orchestrator deletes store rows after step k, both processes go on at k+1
-(k = 0, a fresh start in the same run, when the run died before its first checkpoint).
+broadcasts, and every shared-memory broadcast) are removed, the orchestrator deletes store rows after
+step k, both processes go on at k+1 (k = 0, a fresh start in the same run, when the run died before
+its first checkpoint).
 
 GPUs and ranks come from the config (`launch.placement`); with a `[slurm]` table the run is one
 SLURM job instead (`launch.slurm`): `--dry-run` writes `{output_dir}/rl.sbatch`, otherwise it is
@@ -107,14 +110,17 @@ def env_args_override(argv: list[str]) -> list[str]:
 
 
 def resumable_step(run_dir: Path) -> int:
-    """The latest checkpoint step (0 if none yet), with every file of later steps removed."""
+    """The latest checkpoint step (0 if none yet), with every file of later steps removed, and every
+    broadcast through shared memory (its region ended with the run that made it; the trainer broadcasts
+    its restored weights again)."""
     from looprl.handoff import latest_checkpoint, step_dirs
+    from looprl.handoff.shared_weights import read_message
     from looprl.paths import broadcasts_dir, steps_dir
 
     step = latest_checkpoint(run_dir) or 0
     for root in (steps_dir(run_dir), broadcasts_dir(run_dir)):
         for n, stale in step_dirs(root).items():
-            if n > step:
+            if n > step or read_message(stale) is not None:
                 shutil.rmtree(stale, ignore_errors=True)
     return step
 
@@ -124,6 +130,7 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     from looprl.launch.placement import place, trainer_command
     from looprl.launch.progress import RunProgress, duration
     from looprl.launch.supervisor import Child, python_module, stop_all, tail, watch
+    from looprl.launch.weight_region import weight_region
     from looprl.paths import log_path
 
     signal.signal(signal.SIGTERM, _exit_on_signal)  # `kill` cleans up like Ctrl-C does
@@ -138,6 +145,10 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     children: list[Child] = []
     completed = False
     with contextlib.ExitStack() as stack:
+        if cfg.trainer.weight_handoff == "shared_memory":
+            trainer_args = [*resume, "--weights-region", str(stack.enter_context(weight_region()))]
+        else:
+            trainer_args = resume
         if engines:
             progress.say(f"looprl rl: starting the inference engine ({cfg.model.name}) ...")
             engine_start = time.monotonic()
@@ -153,7 +164,7 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
                 "looprl.orchestrator", str(run_dir), "--engine-url", *urls, "--model-name", cfg.model.name, *resume))
             children.append(orchestrator)
             trainer = Child("trainer", log_path(run_dir, "trainer")).start(
-                trainer_command(sys.executable, run_dir, placement.trainer_ranks, resume), placement.trainer_env)
+                trainer_command(sys.executable, run_dir, placement.trainer_ranks, trainer_args), placement.trainer_env)
             children.append(trainer)
             failed = watch([*map(EngineChild, engines), *children], until_done=children, tick=progress.poll)
             completed = failed is None

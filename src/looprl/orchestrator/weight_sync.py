@@ -20,6 +20,12 @@ With several engines (`engine_urls`: one per inference node or GPU, each serving
 every broadcast is loaded into all of them at once, and the version counts as loaded when all have
 answered: the gateway spreads rollouts over them, so none may lag.
 
+A broadcast through the shared-memory region (`looprl.handoff.shared_weights`, the embedded engine
+on the trainer's host) is relayed the same way: its directory names the region and the version in it.
+If the trainer is changing the region, or has changed it again, when an engine comes to copy it
+(possible only with off-policy overlap), the engine answers 409 and keeps its weights, and the next
+`sync()` loads the newer version.
+
 `published_at` and `loaded_at` keep, per version, when its broadcast became stable and when the
 engine had loaded it (epoch seconds): the step metrics time the weight handoff with them.
 """
@@ -39,6 +45,11 @@ from looprl.handoff.files import POLL_S
 from looprl.paths import broadcast_dir, broadcasts_dir
 
 
+class WeightsSuperseded(Exception):
+    """An engine answered 409: the shared-memory region no longer held the version of this broadcast (the
+    trainer had changed it again), and the engine kept its weights."""
+
+
 class WeightSync:
     def __init__(self, engine_urls: str | Sequence[str], run_dir: Path, version: int = 0,
                  last_version: int | None = None, on_model: Callable[[str], None] | None = None) -> None:
@@ -55,6 +66,8 @@ class WeightSync:
         async with httpx.AsyncClient(timeout=600) as client:
             responses = await asyncio.gather(*(client.post(f"{url}/update_weights", json=body)
                                                for url in self.engine_urls))
+        if any(response.status_code == 409 for response in responses):
+            raise WeightsSuperseded(path)
         for url, response in zip(self.engine_urls, responses):
             if response.status_code != 200:
                 raise RuntimeError(f"the engine at {url} refused weights {path}: {response.status_code} "
@@ -73,7 +86,10 @@ class WeightSync:
                 return False
             path = broadcast_dir(self.run_dir, newest)
             self.published_at[newest] = (path / STABLE).stat().st_mtime
-            await self.load(path, newest)
+            try:
+                await self.load(path, newest)
+            except WeightsSuperseded:  # the next sync loads the newer broadcast that superseded it
+                return False
             self.remove_loaded()
             return True
 

@@ -9,11 +9,18 @@ adapters. Older broadcasts beyond `keep` are deleted: each is a full copy of the
 
 Broadcasts are written in the engine's dtype (`inference.dtype`: bfloat16 on GPUs), half the bytes
 of the float32 master weights to write, read and copy; checkpoints keep float32.
+
+`Broadcaster` is what the trainer loop calls each step: those files, or with a shared-memory region
+(`trainer.weight_handoff`, the embedded engine on this host) the same tensors put in the region
+(`trainer.shared_weights`) and a `broadcasts/step_N/shared_memory.json` naming them, marked `STABLE`
+alike. If the region cannot be made (a `/dev/shm` too small: containers often give 64 MB), it warns
+and writes files.
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +28,20 @@ import torch
 
 from looprl.config import engine_dtype
 from looprl.handoff import mark_stable, step_dirs
+from looprl.handoff.shared_weights import write_message
 from looprl.paths import broadcast_dir, broadcasts_dir
 from looprl.trainer.lora import is_lora
 from looprl.trainer.parallel import Ranks
+from looprl.trainer.shared_weights import SharedWeightsWriter
 from looprl.trainer.weight_files import (
     StateDict,
     full_state_dict,
     merged,
     save_adapters,
     save_model,
+    without_tied_head,
 )
+from looprl.utils.logger import get_logger
 
 
 def broadcast_dtype(engine_dtype_name: str, ranks: Ranks) -> torch.dtype:
@@ -45,12 +56,57 @@ def broadcast_weights(run_dir: Path, step: int, model: Any, state: StateDict | N
     if state is None:
         state = full_state_dict(model, Ranks())
         assert state is not None  # one process is its own main rank
+    if adapter_only and is_lora(model):
+        return _publish(run_dir, step, keep, lambda target: save_adapters(target, model, _cast(state, dtype)))
+    return _publish(run_dir, step, keep, lambda target: save_model(target, _cast(merged(model, state), dtype),
+                                                                    model.config))
+
+
+class Broadcaster:
+    """Each step's weights for the engine, as files (`broadcast_weights`) or, given `region_dir`, through the
+    shared-memory region (never for adapters alone: only vLLM loads those, from files)."""
+
+    def __init__(self, run_dir: Path, keep: int = 2, adapter_only: bool = False, dtype: torch.dtype | None = None,
+                 region_dir: Path | None = None) -> None:
+        self.run_dir, self.keep, self.adapter_only, self.dtype = run_dir, keep, adapter_only, dtype
+        self.shared = SharedWeightsWriter(region_dir) if region_dir is not None and not adapter_only else None
+
+    def attach(self, model: Any, ranks: Ranks) -> None:
+        """Let the trainer's own parameters live in the region when they can (`SharedWeightsWriter.attach`)."""
+        if self.shared is not None and self.dtype is not None:
+            try:
+                live = self.shared.attach(model, ranks, self.dtype)
+            except OSError as e:
+                self._fall_back(e)
+                return
+            get_logger().info("weights reach the engine through the shared-memory region {} ({})", self.shared.path,
+                              "the parameters live in it" if live else "copied in at each broadcast")
+
+    def guard(self, optimizer: torch.optim.Optimizer) -> None:
+        if self.shared is not None:
+            self.shared.guard(optimizer)
+
+    def __call__(self, step: int, model: Any, state: StateDict) -> Path:
+        if self.shared is not None:
+            try:
+                dtype = self.dtype or next(t.dtype for t in state.values() if t.is_floating_point())
+                message = self.shared.publish(without_tied_head(merged(model, state), model.config), step, dtype)
+                return _publish(self.run_dir, step, self.keep, lambda target: write_message(target, message))
+            except OSError as e:
+                self._fall_back(e)
+        return broadcast_weights(self.run_dir, step, model, state, self.keep, self.adapter_only, self.dtype)
+
+    def _fall_back(self, error: OSError) -> None:
+        get_logger().warning("no shared-memory weight handoff ({}): broadcasting files instead", error)
+        self.shared = None
+
+
+def _publish(run_dir: Path, step: int, keep: int, write: Callable[[Path], None]) -> Path:
+    """`broadcasts/step_N/` written by `write`, then marked stable; broadcasts beyond the newest `keep` deleted."""
     target = broadcast_dir(run_dir, step)
     shutil.rmtree(target, ignore_errors=True)
-    if adapter_only and is_lora(model):
-        save_adapters(target, model, _cast(state, dtype))
-    else:
-        save_model(target, _cast(merged(model, state), dtype), model.config)
+    target.mkdir(parents=True)
+    write(target)
     mark_stable(target)
     for old in list(step_dirs(broadcasts_dir(run_dir)).values())[:-keep]:
         shutil.rmtree(old, ignore_errors=True)

@@ -31,7 +31,7 @@ from looprl.config import RLConfig
 from looprl.handoff import TrainBatch, TrainerReport, is_stable, wait_model, write_model
 from looprl.paths import batch_path, broadcast_dir, trainer_report_path
 from looprl.trainer import parallel
-from looprl.trainer.broadcast import broadcast_dtype, broadcast_weights
+from looprl.trainer.broadcast import Broadcaster, broadcast_dtype
 from looprl.trainer.checkpoint import (
     load_trainer_state,
     load_weights,
@@ -48,7 +48,9 @@ from looprl.trainer.weight_files import full_state_dict
 from looprl.utils.logger import get_logger
 
 
-def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
+def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0, weights_region: Path | None = None) -> None:
+    """`weights_region`: the run's shared-memory region directory (the launcher's, with
+    `trainer.weight_handoff = "shared_memory"`): broadcasts go through it instead of files."""
     log, tcfg, ccfg = get_logger(), cfg.trainer, cfg.trainer.checkpoint
     # vLLM hot-loads adapters (the base model is then never gathered); the embedded engine needs them merged
     adapter_only = cfg.inference.backend == "vllm" and tcfg.lora is not None
@@ -64,6 +66,9 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
     if resume_step:
         load_weights(run_dir, resume_step, model)
     model = parallel.prepare(model, ranks, compile=tcfg.compile, activation_checkpointing=tcfg.activation_checkpointing)
+    broadcast = Broadcaster(run_dir, tcfg.keep_broadcasts, adapter_only, dtype,
+                            weights_region if ranks.is_main else None)
+    broadcast.attach(model, ranks)
     ref_model = None
     if tcfg.loss.kl_coef > 0:
         ref_model = parallel.prepare(as_reference(load_policy(cfg.model.name, attn_implementation=attention)[0]),
@@ -71,6 +76,7 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
     optimizer = build_optimizer(model, tcfg.optim.lr, tcfg.optim.weight_decay, tcfg.optim.betas)
     scheduler = build_scheduler(optimizer, tcfg.optim.warmup_steps, tcfg.optim.schedule, cfg.max_steps,
                                 tcfg.optim.min_lr_ratio)
+    broadcast.guard(optimizer)
     if resume_step:
         _, with_optimizer = load_trainer_state(run_dir, resume_step, model, optimizer, scheduler, ranks)
         if not with_optimizer:
@@ -79,7 +85,7 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
         if not is_stable(broadcast_dir(run_dir, resume_step)):  # the engine resumes from this broadcast
             state = full_state_dict(model, ranks, adapter_only)
             if state is not None:
-                broadcast_weights(run_dir, resume_step, model, state, tcfg.keep_broadcasts, adapter_only, dtype)
+                broadcast(resume_step, model, state)
             ranks.barrier()
         log.info("resumed from checkpoint step {}", resume_step)
     token_loss, normalize = select.token_loss(tcfg.loss), select.normalize(tcfg.loss)
@@ -101,7 +107,7 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0) -> None:
         broadcast_start = time.perf_counter()
         state = full_state_dict(model, ranks, adapter_only)
         if state is not None:
-            broadcast_weights(run_dir, step, model, state, tcfg.keep_broadcasts, adapter_only, dtype)
+            broadcast(step, model, state)
         metrics["broadcast_time_s"] = time.perf_counter() - broadcast_start
         metrics["wait_time_s"] = waited
         if rollout_logprobs is not None:  # rank 0

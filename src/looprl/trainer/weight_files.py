@@ -7,7 +7,8 @@ engine hot-loads adapters (vLLM) broadcasts and checkpoints the adapters alone, 
 model (a tied `lm_head` included, which torch's `ignore_frozen_params` still gathers) never is. From it:
 
 - `save_model` writes `model.safetensors` + `config.json`: what transformers, vLLM and the embedded
-  engine load. A tied `lm_head.weight` is left out (it follows the embeddings).
+  engine load. A tied `lm_head.weight` is left out (it follows the embeddings; `without_tied_head`, which
+  the shared-memory handoff applies too, so the region holds exactly the file's tensors).
 - `merged` folds LoRA adapters into their base weights (W + alpha/r * B @ A) under the base model's
   names, so the engine needs to know nothing about adapters.
 - `save_adapters` writes peft's `adapter_model.safetensors` + `adapter_config.json`: a LoRA checkpoint,
@@ -85,9 +86,15 @@ def stores(path: Path, state: StateDict) -> bool:
         return name is not None and f.get_slice(name)[0:1].dtype == state[name].dtype
 
 
-def save_model(target: Path, state: StateDict, config: Any) -> None:
+def without_tied_head(state: StateDict, config: Any) -> StateDict:
+    """`state` as a model file holds it: a tied `lm_head.weight` left out (the engine's follows its embeddings)."""
     if getattr(config, "tie_word_embeddings", False):
-        state = {k: v for k, v in state.items() if k != "lm_head.weight"}
+        return {k: v for k, v in state.items() if k != "lm_head.weight"}
+    return state
+
+
+def save_model(target: Path, state: StateDict, config: Any) -> None:
+    state = without_tied_head(state, config)
     target.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous().cpu() for k, v in state.items()}, target / MODEL_FILE, metadata={"format": "pt"})
     config.save_pretrained(target)

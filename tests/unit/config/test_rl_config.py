@@ -96,3 +96,23 @@ def test_advantages_are_divided_by_the_group_std_unless_a_config_says_not():
     """The default that won on examples/two_digit; the demo's config turns it off (docs/benchmarks.md)."""
     assert load_config(RLConfig, ["--env.source", "x.py:E"]).orchestrator.normalize_std
     assert not load_config(RLConfig, ["@", str(ROOT / "examples/demo/rl.toml")]).orchestrator.normalize_std
+
+
+@pytest.mark.parametrize("overrides,handoff", [
+    ([], "shared_memory"),  # looprl rl starts the embedded engine on this host
+    (["--inference.backend", "vllm"], "file"),
+    (["--inference.urls", '["http://other-host:8000"]'], "file"),
+    (["--slurm.train_nodes", "1", "--slurm.inference_nodes", "1"], "file"),
+    (["--trainer.weight_handoff", "file"], "file"),
+    (["--inference.urls", '["http://127.0.0.1:8000"]', "--trainer.weight_handoff", "shared_memory"], "shared_memory"),
+])
+def test_the_weight_handoff_left_auto_is_shared_memory_only_with_the_embedded_engine_here(overrides, handoff):
+    cfg = load_config(RLConfig, ["--env.source", "x.py:E", *overrides])
+    assert cfg.for_hardware(0).trainer.weight_handoff == handoff
+
+
+@pytest.mark.parametrize("overrides", [["--inference.backend", "vllm"],
+                                       ["--slurm.train_nodes", "1", "--slurm.inference_nodes", "1"]])
+def test_shared_memory_is_refused_where_the_engine_loads_files(overrides):
+    with pytest.raises(UserError, match="weight_handoff"):
+        load_config(RLConfig, ["--env.source", "x.py:E", "--trainer.weight_handoff", "shared_memory", *overrides])

@@ -24,3 +24,18 @@ def test_resume_before_the_first_checkpoint_starts_over_in_the_same_run(tmp_path
         broadcast_dir(tmp_path, step).mkdir(parents=True)
     assert resumable_step(tmp_path) == 0
     assert not any((tmp_path / "steps").iterdir()) and not any((tmp_path / "broadcasts").iterdir())
+
+
+def test_resume_drops_every_shared_memory_broadcast(tmp_path):
+    """Its region ended with the run that made it: the resumed trainer broadcasts its restored weights again."""
+    from looprl.handoff import mark_stable
+    from looprl.handoff.shared_weights import SharedWeights, write_message
+
+    progress_path(tmp_path, 2).parent.mkdir(parents=True)
+    progress_path(tmp_path, 2).write_text("{}")
+    for step in (1, 2):
+        broadcast_dir(tmp_path, step).mkdir(parents=True)
+        mark_stable(broadcast_dir(tmp_path, step))
+    write_message(broadcast_dir(tmp_path, 2), SharedWeights(region="/dev/shm/gone", version=2, nbytes=64, tensors=[]))
+    assert resumable_step(tmp_path) == 2
+    assert sorted(p.name for p in (tmp_path / "broadcasts").iterdir()) == ["step_1"]

@@ -19,8 +19,9 @@ and writes files.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,14 @@ class Broadcaster:
     def guard(self, optimizer: torch.optim.Optimizer) -> None:
         if self.shared is not None:
             self.shared.guard(optimizer)
+
+    @contextlib.contextmanager
+    def unchanged(self, step: int) -> Iterator[None]:
+        """A block that leaves the weights of `step`'s broadcast as they are (saving a checkpoint) but may run
+        an optimizer step of learning rate 0: the region holds `step` again after it."""
+        yield
+        if self.shared is not None:
+            self.shared.republish(step)
 
     def __call__(self, step: int, model: Any, state: StateDict) -> Path:
         if self.shared is not None:

@@ -114,8 +114,9 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0, weights_region: Path
             write_model(trainer_report_path(run_dir, step),
                         TrainerReport(step=step, metrics=metrics, rollout_logprobs=rollout_logprobs))
         if is_kept(step) or time.monotonic() - last_checkpoint >= ccfg.resume_every_s:
-            save_checkpoint(run_dir, step, model, tokenizer, optimizer, scheduler, batch.progress, state=state,
-                            ranks=ranks, with_optimizer=step < cfg.max_steps or ccfg.final_optimizer)
+            with broadcast.unchanged(step):
+                save_checkpoint(run_dir, step, model, tokenizer, optimizer, scheduler, batch.progress, state=state,
+                                ranks=ranks, with_optimizer=step < cfg.max_steps or ccfg.final_optimizer)
             if ranks.is_main:
                 prune_checkpoints(run_dir, ccfg.keep, is_kept)
             last_checkpoint = time.monotonic()

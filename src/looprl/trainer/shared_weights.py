@@ -57,6 +57,14 @@ class SharedWeightsWriter:
         if self.live:
             optimizer.register_step_pre_hook(lambda *_: self._locked().begin_change())
 
+    def republish(self, version: int) -> None:
+        """Live mode: mark the region as holding `version` again after optimizer steps that changed no weight.
+        torch's distributed checkpoint initialises an empty optimizer state (no step trained yet) with a step
+        at learning rate 0; the guard's hook cannot tell it from a real step and leaves the region changing,
+        so the engine would refuse the version it was just sent."""
+        if self.live:
+            self._locked().publish(version)
+
     def publish(self, state: StateDict, version: int, dtype: torch.dtype) -> SharedWeights:
         """Put `state` (the servable weights: the model file's names and values) in the region as `version`,
         its floating-point tensors in `dtype` (cast as they are copied in: no cast copy of the weights

@@ -176,3 +176,24 @@ def test_a_region_that_cannot_be_made_falls_back_to_files(tmp_path):
     assert shared.shared is None
     path = shared(1, model, full_state_dict(model, Ranks()))
     assert sorted(p.name for p in path.iterdir()) == ["STABLE", "config.json", "model.safetensors"]
+
+
+def test_a_checkpoint_before_any_trained_step_leaves_the_version_loadable(tmp_path, tokenizer):
+    """torch's distributed checkpoint fills an empty optimizer state with a step at learning rate 0; the
+    guard sees an optimizer step, and without `unchanged` the region stayed 'being changed' for good (a run
+    whose steps trained nothing hung at its last step, the engine refusing the final weights)."""
+    from looprl.trainer.checkpoint import save_checkpoint
+    from looprl.trainer.optim import build_scheduler
+
+    shared = Broadcaster(tmp_path / "run", dtype=torch.float32, region_dir=tmp_path)
+    model = tiny_model()
+    shared.attach(model, Ranks())
+    optimizer = build_optimizer(model, lr=1e-2)
+    shared.guard(optimizer)
+    path = shared(1, model, full_state_dict(model, Ranks()))
+    with shared.unchanged(1):
+        save_checkpoint(tmp_path / "run", 1, model, tokenizer, optimizer, build_scheduler(optimizer))
+    engine_model = tiny_model(seed=1)
+    load_update(path, engine_model).apply(engine_model)
+    for name, tensor in engine_model.state_dict().items():
+        assert torch.equal(tensor, model.state_dict()[name]), name

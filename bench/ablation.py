@@ -56,7 +56,6 @@ ROWS: dict[str, tuple[str, str]] = {
     ),
     "entropy": ("--trainer.loss.entropy_coef 0.01", "entropy bonus, 0.01"),
 }
-LEVELS = learning.LEVELS
 
 
 def row_dir(args: argparse.Namespace, name: str) -> Path:
@@ -127,13 +126,13 @@ def table(args: argparse.Namespace, rows: dict[str, dict[str, Any]]) -> list[str
         f" seconds / steps until {'a step' if args.window == 1 else f'{args.window} steps in a row'}'s mean train"
         " reward first reached each level: median; worst seed (seeds there)",
         "| row | overrides | "
-        + " | ".join(f"{share:.0%} ({share * top:.2f})" for share in LEVELS)
+        + " | ".join(f"{share:.0%} ({share * top:.2f})" for share in learning.LEVELS)
         + " | load average |",
-        "| --- | --- | " + " | ".join("---" for _ in LEVELS) + " | --- |",
+        "| --- | --- | " + " | ".join("---" for _ in learning.LEVELS) + " | --- |",
     ]
     ordered = []
     for name, results in rows.items():
-        cells = [level_cells(results["runs"]["looprl"], share * top, args.window) for share in LEVELS]
+        cells = [level_cells(results["runs"]["looprl"], share * top, args.window) for share in learning.LEVELS]
         ordered.append((cells[1][1], cells[1][0], name, cells, results))
     for _, _, name, cells, results in sorted(ordered, key=lambda r: (r[0], r[1])):
         overrides = ROWS[name][0] or "(none)"

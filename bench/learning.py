@@ -118,8 +118,10 @@ def run_looprl(args: argparse.Namespace, seed: int, out: Path) -> list[Point]:
     stop_level = args.stop_at * max_reward(args.task) if args.stop_at else None
     while proc.poll() is None and time.time() - started < args.budget_s:
         time.sleep(2)
+        if stop_level is None:
+            continue
         points = [(0.0, step, r) for step, r in sorted(_step_rewards(out).items())]
-        if stop_level is not None and first_reached(points, stop_level, args.stop_window) is not None:
+        if first_reached(points, stop_level, args.stop_window) is not None:
             break
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)

@@ -13,8 +13,9 @@ arrived after it run on the new weights. No completion ever mixes two weight ver
 
 Everything runs on the model's device (`looprl inference --device`): the batch's cache and mask,
 the sampling and the seeded generators; only sampled tokens and logprobs come back to the CPU. On a
-CPU in float32 the linear layers run on prepacked oneDNN weights (`packed_linear`), repacked on this
-thread after each weight update.
+CPU, Llama-family models run on `lean_decoder` (fused, prepacked matmuls and a cache that grows in
+place), others on their own forward with prepacked linear layers (`packed_linear`); either copies the
+new weights on this thread after each weight update (`refresh`).
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ from typing import Any
 
 import torch
 
-from looprl.inference.batch import DecodeBatch, prefill
-from looprl.inference.packed_linear import pack_linears
+from looprl.inference.batch import DecodeBatch, TransformersForward, model_forward, prefill
 from looprl.inference.token_sampling import LogprobsMode, SamplingParams, sample
 from looprl.inference.weight_update import WeightUpdate
 from looprl.utils.logger import get_logger
@@ -78,7 +78,7 @@ class Engine:
         eos = model.generation_config.eos_token_id
         self.eos_ids = {tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
         self.weights_version, self.weights_path = 0, str(getattr(model, "name_or_path", ""))
-        self._packed = pack_linears(model)  # on a CPU: matmuls on prepacked weights
+        self._forward = model_forward(model)
         self._inbox: queue.Queue[_Request | WeightUpdate | None] = queue.Queue()
         self._waiting: deque[_Request | WeightUpdate] = deque()
         self._batch, self._rows = DecodeBatch(), list[_Row]()
@@ -151,8 +151,8 @@ class Engine:
         for group in _prefill_groups(_same_prompts(admitted)):
             requests = [r for same in group for r in same]  # the order of `prefill`'s rows
             try:
-                new = prefill(self.model, [same[0].prompt_ids for same in group],
-                              [sum(r.n for r in same) for same in group])
+                new = prefill(self._forward, [same[0].prompt_ids for same in group],
+                              [sum(r.n for r in same) for same in group], self.model.device)
             except Exception as e:  # these prompts failed; the running batch is untouched
                 get_logger().exception("prefill failed")
                 for request in requests:
@@ -170,7 +170,7 @@ class Engine:
     def _step(self) -> None:
         inputs = [row.completion.token_ids[-1] for row in self._rows]
         positions = [len(row.request.prompt_ids) + len(row.completion.token_ids) - 1 for row in self._rows]
-        self._advance(self._rows, self._batch.decode(self.model, inputs, positions))
+        self._advance(self._rows, self._batch.decode(self._forward, inputs, positions))
 
     def _advance(self, rows: list[_Row], logits: torch.Tensor) -> None:
         """Sample one token for each of `rows`, then retire every finished or cancelled row."""
@@ -213,8 +213,11 @@ class Engine:
     def _apply(self, update: WeightUpdate) -> None:
         try:
             update.apply(self.model)
-            if self._packed is not None:
-                self._packed.repack()
+            try:
+                self._forward.refresh()
+            except Exception:  # the copies are stale: serve the model's own weights (slower, never stale)
+                self._forward = TransformersForward(self.model, pack=False)
+                raise
             self.weights_version = update.version if update.version is not None else self.weights_version + 1
             self.weights_path = str(update.path)
             get_logger().info("loaded weights version {} from {}", self.weights_version, update.path)

@@ -75,5 +75,12 @@ def pack_linears(model: Any) -> PackedLinears | None:
         return PackedLinears(model)
 
 
+def pack_weight(weight: torch.Tensor) -> torch.Tensor | None:
+    """`weight` reordered for oneDNN's matmul when it is a float32 CPU tensor and oneDNN is there; else None."""
+    if weight.device.type != "cpu" or weight.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
+        return None
+    return _pack(weight)
+
+
 def _pack(weight: torch.Tensor) -> torch.Tensor:
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACKING_BATCH_HINT)

@@ -11,10 +11,12 @@ from looprl import cli
 from looprl.config import InferenceConfig
 from looprl.config.deployment import MEMORY_FRACTION_ENV
 from looprl.errors import UserError
+from looprl.inference import engine as engine_module
 from looprl.inference.backends import engine_process
-from looprl.inference.batch import DecodeBatch, prefill
+from looprl.inference.batch import DecodeBatch, TransformersForward, prefill
 from looprl.inference.device import engine_device, limit_memory
 from looprl.inference.engine import Engine
+from looprl.inference.lean_decoder import lean_decoder
 from looprl.inference.token_sampling import SamplingParams, sample
 
 
@@ -79,22 +81,25 @@ def test_vllm_gets_the_fraction_unless_the_user_sets_it(tiny_model_dir, monkeypa
         engine.stop()
 
 
-def test_tensors_follow_the_model_not_the_default_device(model_and_tokenizer, monkeypatch):
+@pytest.mark.parametrize("kind", ["lean", "transformers"])
+def test_tensors_follow_the_model_not_the_default_device(model_and_tokenizer, monkeypatch, kind):
     """With "meta" as the default device, a tensor made without `device=` is a meta tensor that the CPU
     model cannot use: the engine works only if it creates each one on the model's device, as it must
-    for a model on a GPU."""
+    for a model on a GPU. Both forward passes are checked: the lean one and the model's own."""
     model, tokenizer = model_and_tokenizer
-    real_forward = model.forward
+    real_forward = lean_decoder(model) if kind == "lean" else TransformersForward(model)
+    assert real_forward is not None
 
-    def forward(*args, **kwargs):  # a meta input would pass through a CPU model's embedding unnoticed
-        assert all(t.device == model.device for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor))
-        return real_forward(*args, **kwargs)
+    def forward(*args):  # a meta input would pass through a CPU model's embedding unnoticed
+        assert all(t.device == model.device for t in args if isinstance(t, torch.Tensor))
+        return real_forward(*args)
 
-    monkeypatch.setattr(model, "forward", forward)
+    forward.refresh = real_forward.refresh  # type: ignore[attr-defined]
+    monkeypatch.setattr(engine_module, "model_forward", lambda model: forward)
     with torch.device("meta"):
         batch = DecodeBatch()
-        batch.add(prefill(model, [[5, 6, 7], [8, 9]], [2, 1]))
-        logits = batch.decode(model, [1, 2, 3], [3, 3, 2])
+        batch.add(prefill(forward, [[5, 6, 7], [8, 9]], [2, 1], model.device))
+        logits = batch.decode(forward, [1, 2, 3], [3, 3, 2])
         batch.keep([2, 0])
         params = [SamplingParams(temperature=0), SamplingParams(temperature=0.7, top_p=0.9, top_logprobs=2)]
         sampled = sample(logits[:2], params, [None, torch.Generator(model.device).manual_seed(1)])

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 import torch
 
-from looprl.inference.batch import DecodeBatch, prefill
+from looprl.inference.batch import DecodeBatch, model_forward, prefill
 from looprl.inference.engine import Engine
 from looprl.inference.token_sampling import SamplingParams
 from looprl.inference.weight_update import WeightsError, load_update
@@ -53,15 +53,15 @@ async def test_batched_logprobs_match_teacher_forcing(engine, delay):
 def test_padded_prefill_and_decode_match_single_passes(model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
     ps = prompts(tokenizer, 3)
-    batch = DecodeBatch()
-    new = prefill(model, ps, [2, 1, 1])
+    batch, forward = DecodeBatch(), model_forward(model)
+    new = prefill(forward, ps, [2, 1, 1], model.device)
     batch.add(new)
     rows = [ps[0], ps[0], ps[1], ps[2]]
     with torch.no_grad():
         for row, prompt in enumerate(rows):
             assert torch.allclose(new.logits[row], model(torch.tensor([prompt])).logits[0, -1], atol=1e-4)
         nxt = [5, 6, 7, 8]
-        logits = batch.decode(model, nxt, [len(p) for p in rows])
+        logits = batch.decode(forward, nxt, [len(p) for p in rows])
         for row, prompt in enumerate(rows):
             assert torch.allclose(logits[row], model(torch.tensor([prompt + [nxt[row]]])).logits[0, -1], atol=1e-4)
     batch.keep([3, 2])
@@ -111,7 +111,7 @@ async def test_weight_update_waits_for_earlier_requests(engine, tmp_path):
 
     model = engine.model
     p = prompts(engine.tokenizer, 1)[0]
-    scaled = {k: v * 1.5 for k, v in model.state_dict().items() if k.endswith("norm.weight")}
+    scaled = {k: v * 1.5 for k, v in model.state_dict().items() if k.endswith(("norm.weight", "up_proj.weight"))}
     save_file(scaled, tmp_path / "model.safetensors")
     before = teacher_forced(model, p, [5, 6, 7])
 
@@ -127,6 +127,26 @@ async def test_weight_update_waits_for_earlier_requests(engine, tmp_path):
     # the early request finished before the swap: its logprobs are the old weights'
     assert not torch.allclose(torch.tensor(early_out.logprobs), teacher_forced(model, p, early_out.token_ids),
                               atol=1e-4)
+
+
+async def test_a_failed_weight_copy_serves_the_new_weights_unpacked(engine, tmp_path, monkeypatch):
+    """If copying the new weights into the fast forward fails (out of memory), the update is reported failed
+    and the engine serves the model's own forward, on the weights now in the model, never stale copies."""
+    from safetensors.torch import save_file
+
+    model = engine.model
+    p = prompts(engine.tokenizer, 1)[0]
+    save_file({k: v * 1.5 for k, v in model.state_dict().items() if k.endswith("up_proj.weight")},
+              tmp_path / "model.safetensors")
+
+    def out_of_memory() -> None:
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(engine._forward, "refresh", out_of_memory)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        await engine.update_weights(load_update(tmp_path, model, version=3))
+    [out] = await engine.generate(p, SamplingParams(max_tokens=5, seed=1))
+    assert torch.allclose(torch.tensor(out.logprobs), teacher_forced(model, p, out.token_ids), atol=1e-4)
 
 
 def test_load_update_rejects_bad_directories(model_and_tokenizer, tmp_path):
@@ -154,9 +174,9 @@ async def test_siblings_with_one_prompt_are_prefilled_once(model_and_tokenizer, 
     prefilled: list[int] = []
     real_prefill = engine_module.prefill
 
-    def counting_prefill(model, prompts, copies):
+    def counting_prefill(forward, prompts, copies, device):
         prefilled.append(len(prompts))
-        return real_prefill(model, prompts, copies)
+        return real_prefill(forward, prompts, copies, device)
 
     monkeypatch.setattr(engine_module, "prefill", counting_prefill)
     model, tokenizer = model_and_tokenizer

@@ -24,7 +24,9 @@ A broadcast through the shared-memory region (`looprl.handoff.shared_weights`, t
 on the trainer's host) is relayed the same way: its directory names the region and the version in it.
 If the trainer is changing the region, or has changed it again, when an engine comes to copy it
 (possible only with off-policy overlap), the engine answers 409 and keeps its weights, and the next
-`sync()` loads the newer version.
+`sync()` loads the newer version. A newer version is published within a step; if the same broadcast is
+still refused after SUPERSEDED_LIMIT_S with none newer (a trainer that left the region marked as
+being changed), `sync()` raises instead of letting the run wait forever.
 
 `published_at` and `loaded_at` keep, per version, when its broadcast became stable and when the
 engine had loaded it (epoch seconds): the step metrics time the weight handoff with them.
@@ -45,6 +47,9 @@ from looprl.handoff.files import POLL_S
 from looprl.paths import broadcast_dir, broadcasts_dir
 
 
+SUPERSEDED_LIMIT_S = 300.0  # how long one broadcast may be refused with 409 and none newer appear
+
+
 class WeightsSuperseded(Exception):
     """An engine answered 409: the shared-memory region no longer held the version of this broadcast (the
     trainer had changed it again), and the engine kept its weights."""
@@ -60,6 +65,8 @@ class WeightSync:
         self._loading = asyncio.Lock()
         self.published_at: dict[int, float] = {}
         self.loaded_at: dict[int, float] = {}
+        self._refused_since: tuple[int, float] | None = None
+        """The broadcast the engine refuses with 409 and since when (monotonic seconds)."""
 
     async def load(self, path: Path, version: int) -> None:
         body = {"path": str(path.resolve()), "version": version}
@@ -89,9 +96,21 @@ class WeightSync:
             try:
                 await self.load(path, newest)
             except WeightsSuperseded:  # the next sync loads the newer broadcast that superseded it
+                self._check_refusals(newest, path)
                 return False
+            self._refused_since = None
             self.remove_loaded()
             return True
+
+    def _check_refusals(self, version: int, path: Path) -> None:
+        now = time.monotonic()
+        if self._refused_since is None or self._refused_since[0] != version:
+            self._refused_since = (version, now)
+        elif now - self._refused_since[1] > SUPERSEDED_LIMIT_S:
+            raise RuntimeError(
+                f"the engine has refused the weights of step {version} ({path}) for {SUPERSEDED_LIMIT_S:.0f} s "
+                "(409: the shared-memory region does not hold that version) and the trainer published none "
+                "newer; see the trainer's log, or set trainer.weight_handoff = 'file'")
 
     def remove_loaded(self) -> None:
         """Remove the broadcasts older than the engine's weights (and its own after the last step)."""

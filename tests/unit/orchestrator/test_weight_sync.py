@@ -56,6 +56,28 @@ async def test_wait_for_returns_once_the_version_is_reached(tmp_path):
 
 
 
+async def test_a_broadcast_refused_for_too_long_fails_the_run(tmp_path, monkeypatch):
+    """A 409 means a newer broadcast is coming; the same one refused past the limit, with none newer, is an
+    error instead of a run that waits forever."""
+    from looprl.orchestrator import weight_sync
+
+    class Refusing(Recording):
+        async def load(self, path, version):
+            raise weight_sync.WeightsSuperseded(path)
+
+    monkeypatch.setattr(weight_sync, "SUPERSEDED_LIMIT_S", 0.3)
+    sync = Refusing(tmp_path)
+    broadcast(tmp_path, 1)
+    assert not await sync.sync()
+    broadcast(tmp_path, 2)  # a newer one restarts the clock
+    await asyncio.sleep(0.2)
+    assert not await sync.sync()
+    await asyncio.sleep(0.2)
+    assert not await sync.sync()
+    with pytest.raises(RuntimeError, match="refused the weights of step 2"):
+        await sync.wait_for(2)
+
+
 async def test_sync_loads_what_the_trainer_broadcasts(tmp_path):
     sync = Recording(tmp_path)
     broadcast_weights(tmp_path, 1, tiny_model())

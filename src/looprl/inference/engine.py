@@ -2,7 +2,8 @@
 
 Requests (and weight updates) enter a thread-safe queue from the server's event loop. Between two
 decode steps the scheduler thread admits waiting requests in arrival order: they are prefilled
-together (each distinct prompt once, however many sibling requests share it) and their `n` rows
+together (each distinct prompt once, however many sibling requests share it, and a prefix all of them
+share once: `batch.prefill`) and their `n` rows
 each join the running batch, so a new request never waits for the batch to drain. Every
 step decodes one token for all rows in one forward pass, samples each row with its own parameters,
 and retires rows on EOS, a stop string, `max_tokens` or the context limit.

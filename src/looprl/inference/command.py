@@ -57,15 +57,18 @@ def run(args: argparse.Namespace) -> int:
 
     path = resolve_model(args.model)  # a bad name fails here, before the heavy imports below
     from looprl.inference.device import engine_device, limit_memory
-    from looprl.inference.engine import Engine
+    from looprl.inference.engine import Engine, single_threaded_caller
     from looprl.inference.server import create_app
+
+    threads = single_threaded_caller()  # the torch compute is the engine thread's
 
     device = engine_device(args.device)
     limit_memory(device, args.gpu_memory_fraction)
     dtype = engine_dtype(args.dtype, device.type == "cuda")
     logger.info("loading {} from {} onto {} ({})", args.model, path, device, dtype)
     model, tokenizer = load_model_and_tokenizer(str(path), dtype=dtype, device=device)
-    engine = Engine(model, tokenizer, max_batch_size=args.max_batch_size, logprobs_mode=args.logprobs_mode)
+    engine = Engine(model, tokenizer, max_batch_size=args.max_batch_size, logprobs_mode=args.logprobs_mode,
+                    threads=threads)
     app = create_app(engine, args.served_model_name or args.model)
     # log_config=None: uvicorn's records go through stdlib logging into the process logger
     uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False)

@@ -71,9 +71,11 @@ class Engine:
     """Owns the model and tokenizer; `generate` and `update_weights` are safe to await concurrently."""
 
     def __init__(
-        self, model: Any, tokenizer: Any, *, max_batch_size: int = 64, logprobs_mode: LogprobsMode = "raw_logprobs"
+        self, model: Any, tokenizer: Any, *, max_batch_size: int = 64, logprobs_mode: LogprobsMode = "raw_logprobs",
+        threads: int | None = None,
     ) -> None:
-        self.model, self.tokenizer = model, tokenizer
+        """`threads`: torch's CPU threads on the engine thread (`single_threaded_caller`); None leaves them."""
+        self.model, self.tokenizer, self.threads = model, tokenizer, threads
         self.max_batch_size, self.logprobs_mode = max_batch_size, logprobs_mode
         self.max_context = int(model.config.max_position_embeddings)
         eos = model.generation_config.eos_token_id
@@ -86,10 +88,6 @@ class Engine:
         self._thread = threading.Thread(target=self._loop, name="looprl-engine", daemon=True)
 
     def start(self) -> None:
-        # One forward pass on the calling (main) thread first: with torch 2.13 on CPU we measured the
-        # engine thread's ops running about twice as slow while the main thread had never run one.
-        with torch.inference_mode():
-            self.model(input_ids=torch.tensor([[0]], device=self.model.device))
         self._thread.start()
 
     def stop(self) -> None:
@@ -110,6 +108,8 @@ class Engine:
         await update.future
 
     def _loop(self) -> None:
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
         while True:
             idle = not self._rows and not self._waiting
             try:
@@ -225,6 +225,22 @@ class Engine:
             update.loop.call_soon_threadsafe(_set_result, update.future, None)
         except Exception as e:
             update.loop.call_soon_threadsafe(_set_exception, update.future, e)
+
+
+def single_threaded_caller() -> int:
+    """Keep the calling (main) thread's torch ops on one CPU thread and return the count it had, for the
+    engine thread (`Engine(threads=...)`). Call it before the process runs any torch op.
+
+    OpenMP gives each thread that runs a parallel op a team of its own. Once the main thread has one
+    (loading the model runs parallel ops), the engine thread's team ran every decode step 15-25 % slower
+    on 2 CPU cores (SmolLM2, one row: 42 against 34 ms a step): with more OpenMP threads than cores,
+    libgomp lets idle threads spin for less, so each of a step's ~120 matmuls waits to wake its
+    worker. With the main thread on one thread it never makes a team, and the engine thread's runs as
+    fast as a single-threaded program's would.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    return threads
 
 
 def _same_prompts(requests: list[_Request]) -> list[list[_Request]]:

@@ -46,7 +46,6 @@ from looprl.handoff import STABLE, newest_broadcast, step_dirs
 from looprl.handoff.files import POLL_S
 from looprl.paths import broadcast_dir, broadcasts_dir
 
-
 SUPERSEDED_LIMIT_S = 300.0  # how long one broadcast may be refused with 409 and none newer appear
 
 

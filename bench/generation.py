@@ -6,15 +6,19 @@ rl` starts it, requests sent concurrently over HTTP) and through one left-padded
 call in this process. Tokens/s counts generated tokens (EOS included) over wall time, prefill
 included. One server runs at a time, and `generate` runs right after each server's measurement, so
 the ratios compare runs under the same machine load. vLLM runs from `inference.vllm_python`'s
-default (`.venv-vllm` on CPU, `make vllm`); `--backends embedded` leaves it out.
+default (`.venv-vllm` on CPU, `make vllm`); `--backends embedded` leaves it out. With `--repeats N` each
+concurrency runs N times per server: the table gives the median [min-max] of the rates and of the ratios
+(each ratio from one run's pair; embedded / vllm pairs the two servers' runs in order).
 
-    .venv/bin/python bench/generation.py [--model smollm2-135m-instruct] [--max-tokens 64] [--backends embedded vllm]
+    .venv/bin/python bench/generation.py [--model smollm2-135m-instruct] [--max-tokens 64] [--repeats 3]
+                                         [--backends embedded vllm]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import time
 
 import httpx
@@ -64,17 +68,29 @@ def generate_run(model, tokenizer, prompts: list[str], max_tokens: int) -> tuple
     return tokens, elapsed
 
 
-async def bench(model_name: str, max_tokens: int, backend: str, model,  # type: ignore[no-untyped-def]
-                tokenizer) -> list[tuple[int, int, float, int, float]]:
-    """(concurrency, server tokens, server seconds, generate tokens, generate seconds) rows for `backend`."""
-    rows = []
+async def bench(model_name: str, max_tokens: int, backend: str, model, tokenizer,  # type: ignore[no-untyped-def]
+                repeats: int) -> dict[int, list[tuple[float, float]]]:
+    """Per concurrency, `repeats` (server tokens/s, generate tokens/s) pairs for `backend`, each pair measured
+    back to back."""
+    rates: dict[int, list[tuple[float, float]]] = {c: [] for c in CONCURRENCY}
     async with engine_process(InferenceConfig(backend=backend), model_name) as engine:  # type: ignore[arg-type]
         await server_run(engine, PROMPTS[:2], 8)  # warm-up
-        for c in CONCURRENCY:
-            server_tokens, server_s = await server_run(engine, PROMPTS[:c], max_tokens)
-            generate_tokens, generate_s = generate_run(model, tokenizer, PROMPTS[:c], max_tokens)
-            rows.append((c, server_tokens, server_s, generate_tokens, generate_s))
-    return rows
+        for _ in range(repeats):
+            for c in CONCURRENCY:
+                server_tokens, server_s = await server_run(engine, PROMPTS[:c], max_tokens)
+                generate_tokens, generate_s = generate_run(model, tokenizer, PROMPTS[:c], max_tokens)
+                rates[c].append((server_tokens / server_s, generate_tokens / generate_s))
+    return rates
+
+
+def spread(values: list[float], unit: str = "") -> str:
+    """The median, and [min-max] when there are several runs."""
+    median = statistics.median(values)
+    text = f"{median:.2f}{unit}" if unit else f"{median:.1f}"
+    if len(values) > 1:
+        low, high = min(values), max(values)
+        text += f" [{low:.2f}-{high:.2f}]" if unit else f" [{low:.1f}-{high:.1f}]"
+    return text
 
 
 def main() -> None:
@@ -82,27 +98,28 @@ def main() -> None:
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--backends", nargs="+", choices=["embedded", "vllm"], default=["embedded", "vllm"])
+    parser.add_argument("--repeats", type=int, default=1, help="runs per concurrency: the median [min-max]")
     args = parser.parse_args()
 
     model, tokenizer = load_model_and_tokenizer(args.model)
     generate_run(model, tokenizer, PROMPTS[:2], 8)  # warm-up
-    results = {b: asyncio.run(bench(args.model, args.max_tokens, b, model, tokenizer)) for b in args.backends}
+    results = {b: asyncio.run(bench(args.model, args.max_tokens, b, model, tokenizer, args.repeats))
+               for b in args.backends}
+    both = len(args.backends) == 2
     table = Table(title=f"{args.model}: tokens/s, max_tokens={args.max_tokens}, "
-                        f"{torch.get_num_threads()} torch threads")
+                        f"{torch.get_num_threads()} torch threads, median \\[min-max] of {args.repeats}")
     for column in ("concurrent", *(f"{b} tok/s" for b in args.backends), "generate tok/s",
-                   *(f"{b} / generate" for b in args.backends),
-                   *(["vllm / embedded"] if len(args.backends) == 2 else [])):
+                   *(f"{b} / generate" for b in args.backends), *(["embedded / vllm"] if both else [])):
         table.add_column(column, justify="right")
-    for i, c in enumerate(CONCURRENCY):
-        server = {b: results[b][i][1] / results[b][i][2] for b in args.backends}
-        generate = [results[b][i][3] / results[b][i][4] for b in args.backends]
-        mean_generate = sum(generate) / len(generate)
-        cells = [str(c), *(f"{server[b]:.1f}" for b in args.backends), f"{mean_generate:.1f}",
-                 *(f"{server[b] / g:.2f}x" for b, g in zip(args.backends, generate))]
-        if len(args.backends) == 2:
-            cells.append(f"{server['vllm'] / server['embedded']:.2f}x")
+    for c in CONCURRENCY:
+        server = {b: [s for s, _ in results[b][c]] for b in args.backends}
+        generate = [g for b in args.backends for _, g in results[b][c]]
+        cells = [str(c), *(spread(server[b]) for b in args.backends), spread(generate),
+                 *(spread([s / g for s, g in results[b][c]], "x") for b in args.backends)]
+        if both:
+            cells.append(spread([e / v for e, v in zip(server["embedded"], server["vllm"])], "x"))
         table.add_row(*cells)
-    Console(width=140).print(table)
+    Console(width=160).print(table)
 
 
 if __name__ == "__main__":

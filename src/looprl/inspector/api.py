@@ -130,9 +130,10 @@ def exploration_warnings(conn: sqlite3.Connection, run_id: str, steps: list[Step
     watch, out = ExplorationWatch(), []
     for s in steps:
         sampled, skipped = int(s.metrics.get("groups_sampled", 0)), int(s.metrics.get("groups_skipped", 0))
-        if watch.observe(s.step, sampled, skipped):
+        stuck = skipped - int(s.metrics.get("groups_solved", 0))
+        if watch.observe(s.step, sampled, stuck):
             rollout = queries.no_signal_rollout(conn, run_id, s.step)
-            out.append(ExplorationWarning(step=s.step, message=watch.warning(s.step, sampled, skipped),
+            out.append(ExplorationWarning(step=s.step, message=watch.warning(s.step, sampled, stuck),
                                           rollout_id=rollout))
     return out
 

@@ -166,10 +166,13 @@ class Orchestrator:
         metrics["groups_sampled"] = float(len(groups))
         metrics["groups_kept"] = metrics["groups_sampled"] - metrics["groups_skipped"]
         metrics["no_signal_frac"] = metrics["groups_skipped"] / max(len(groups), 1)
-        if self.exploration.observe(step, len(groups), int(metrics["groups_skipped"])):
+        solved = self.exploration.solved(advantages)
+        metrics["groups_solved"] = float(solved)
+        stuck = int(metrics["groups_skipped"]) - solved
+        if self.exploration.observe(step, len(groups), stuck):
             example = next((g[0][0].rollout_id for g, a in zip(groups, advantages) if a.skipped and g), None)
             get_logger().warning(self.exploration.warning(
-                step, len(groups), int(metrics["groups_skipped"]),
+                step, len(groups), stuck,
                 example and f"{example}: {inspector_link(self.run_dir, self.session.run_id, example)}"))
         metrics["samples"], metrics["micro_batches"] = float(len(samples)), float(len(micro_batches))
         metrics["sample_breaks"] = float(breaks)

@@ -7,7 +7,8 @@ Metric names (the JSON object stored per step, `looprl metrics` prints them):
 - `rollouts`, `failed`, `termination/<reason>`; `groups_skipped` (zero advantage, out of the batch).
 - `groups_sampled` (fresh groups that landed for the step: more than `batch_size / group_size` with
   dynamic sampling), `groups_kept` (those with a learning signal, trained), `no_signal_frac`
-  (`groups_skipped / groups_sampled`: near 1 for steps in a row means the policy stopped exploring).
+  (`groups_skipped / groups_sampled`: near 1 for steps in a row means the policy stopped exploring),
+  `groups_solved` (skipped groups that say the task is solved: `session.collapse`).
 - `groups_dropped`, `rollouts_dropped`: groups that started on weights more than
   `max_off_policy_steps` behind the step (stored with no advantage, not trained, not in the rewards).
 - `off_policy_lag`, `off_policy_lag_max`: mean and largest number of optimizer steps between the

@@ -8,9 +8,18 @@ it trains on nothing. `ExplorationWatch` follows the share of such groups per st
 (again only after a step with signal). The orchestrator then logs `warning(...)` (and `looprl rl`
 prints it, naming one such rollout and its inspector page); the inspector's run page replays the
 watch over the stored steps and shows the same line.
+
+A step whose groups without signal all have every rollout at the best reward the run has seen is a
+solved task, not a stuck policy (`groups_solved`): the watch does not count those groups (on the demo
+it warned at steps 8-10, every reply right and brief). One all-worst group among them and they all
+count, as a policy that answers alike, right or wrong by luck, gives both kinds.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+from looprl.session.advantages import GroupAdvantages
 
 STEPS = 3
 """Steps in a row."""
@@ -23,6 +32,19 @@ class ExplorationWatch:
         self.steps, self.share = steps, share
         self.streak: list[int] = []
         self.warned = False
+        self.best, self.worst = float("-inf"), float("inf")
+        """The best and worst train reward of any rollout so far."""
+
+    def solved(self, advantages: Sequence[GroupAdvantages]) -> int:
+        """A step's groups without signal that say the task is solved: all of them when every such group
+        has all its rollouts at the run's best reward so far (this step's counted, and a worse one seen
+        before); else 0. A step mixing all-best and all-worst groups is a policy answering alike and right
+        or wrong by luck (a collapse on a yes/no task), so none of its groups count as solved."""
+        rewards = [r for a in advantages for r in a.rewards if r is not None]
+        self.best, self.worst = max([self.best, *rewards]), min([self.worst, *rewards])
+        skipped = [a for a in advantages if a.skipped]
+        at_best = [a for a in skipped if a.rewards and all(r is not None and r >= self.best for r in a.rewards)]
+        return len(at_best) if self.best > self.worst and len(at_best) == len(skipped) else 0
 
     def observe(self, step: int, sampled: int, without_signal: int) -> bool:
         """Whether to warn after `step`, whose `without_signal` of `sampled` groups carried no signal."""

@@ -62,4 +62,5 @@ class ExplorationWatch:
         return (f"the policy stopped exploring: at each of steps {self.streak[0]}-{step} most groups "
                 f"({without_signal} of {sampled} at step {step}) gave every rollout the same reward, so they "
                 f"taught nothing{f'; e.g. rollout {example}' if example else ''} (docs/training.md, 'Collapse': "
-                f"try an entropy bonus, clip-higher, a KL term, dynamic sampling or a lower or decaying learning rate)")
+                "try clip-higher first (trainer.loss.ratio.type = 'clipped', eps_high = 0.28); then an entropy "
+                "bonus, a decaying learning rate, dynamic sampling or a KL term)")

@@ -56,6 +56,21 @@ class _Columns:
         self.length += new
 
 
+class _UsedColumns:
+    """A cache attribute (`keys`, `values`) that reads as the used columns of its `_Columns`; assigning a
+    tensor replaces them (no spare columns)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = f"_{name}"
+
+    def __get__(self, cache: Any, owner: type | None = None) -> torch.Tensor:
+        columns: _Columns = getattr(cache, self.name)
+        return columns.used
+
+    def __set__(self, cache: Any, tensor: torch.Tensor) -> None:
+        setattr(cache, self.name, _Columns(tensor))
+
+
 class GrowingCache:
     """One layer's keys and values [rows, kv_heads, time, head_dim], with spare time columns to the right.
 
@@ -63,24 +78,13 @@ class GrowingCache:
     drop or trim rows) replaces its storage with no spare columns, and the next `append` grows it.
     """
 
+    keys = _UsedColumns()
+    values = _UsedColumns()
+    _keys: _Columns
+    _values: _Columns
+
     def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
-        self._keys, self._values = _Columns(keys), _Columns(values)
-
-    @property
-    def keys(self) -> torch.Tensor:
-        return self._keys.used
-
-    @keys.setter
-    def keys(self, tensor: torch.Tensor) -> None:
-        self._keys = _Columns(tensor)
-
-    @property
-    def values(self) -> torch.Tensor:
-        return self._values.used
-
-    @values.setter
-    def values(self, tensor: torch.Tensor) -> None:
-        self._values = _Columns(tensor)
+        self.keys, self.values = keys, values
 
     def append(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write `keys`/`values` [rows, kv_heads, new, head_dim] after the used columns; return all used ones."""

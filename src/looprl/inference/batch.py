@@ -30,6 +30,7 @@ MIN_SHARED_SAVING = 64  # token passes a shared prefix must save to be run on it
 # transformers 5.x renamed the forward argument `past_key_values` to `cache`.
 _CACHE_ARG = "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
 
+
 class TransformersForward:
     """The model's own forward pass, in the engine's calling convention (see `Forward`); on a CPU in
     float32 its linear layers run on prepacked oneDNN weights (`packed_linear`) unless `pack` is False."""

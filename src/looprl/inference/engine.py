@@ -235,8 +235,8 @@ def single_threaded_caller() -> int:
     (loading the model runs parallel ops), the engine thread's team ran every decode step 15-25 % slower
     on 2 CPU cores (SmolLM2, one row: 42 against 34 ms a step): with more OpenMP threads than cores,
     libgomp lets idle threads spin for less, so each of a step's ~120 matmuls waits to wake its
-    worker. With the main thread on one thread it never makes a team, and the engine thread's runs as
-    fast as a single-threaded program's would.
+    worker. Kept on one thread, the main thread never makes a team, and the engine thread's team runs
+    as fast as it does in a process that has no other.
     """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -69,7 +69,7 @@ class PackedLinears:
 
 def pack_linears(model: Any) -> PackedLinears | None:
     """Pack `model`'s linear layers when it runs in float32 on a CPU with oneDNN; else None (the plain path)."""
-    if model.device.type != "cpu" or model.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
+    if not _packable(model.device, model.dtype):
         return None
     with torch.inference_mode():
         return PackedLinears(model)
@@ -77,9 +77,14 @@ def pack_linears(model: Any) -> PackedLinears | None:
 
 def pack_weight(weight: torch.Tensor) -> torch.Tensor | None:
     """`weight` reordered for oneDNN's matmul when it is a float32 CPU tensor and oneDNN is there; else None."""
-    if weight.device.type != "cpu" or weight.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
+    if not _packable(weight.device, weight.dtype):
         return None
     return _pack(weight)
+
+
+def _packable(device: torch.device, dtype: torch.dtype) -> bool:
+    """oneDNN's packed matmul is used for float32 on a CPU, where torch has oneDNN."""
+    return device.type == "cpu" and dtype == torch.float32 and torch.backends.mkldnn.is_available()
 
 
 def _pack(weight: torch.Tensor) -> torch.Tensor:

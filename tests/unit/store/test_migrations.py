@@ -33,7 +33,7 @@ def version(run: Path) -> int:
 
 
 def test_fixtures_are_schema_1():
-    assert SCHEMA_VERSION == 3 and version(V1 / "eval") == 1 and version(V1 / "rl") == 1
+    assert SCHEMA_VERSION == 4 and version(V1 / "eval") == 1 and version(V1 / "rl") == 1
 
 
 def test_reader_migrates_an_eval_store_once(tmp_path):

@@ -1,12 +1,14 @@
-"""The runs the inspector serves: one read-only store reader per RUN_DIR, and ids for their runs.
+"""The runs the inspector serves: read-only store readers per RUN_DIR, and ids for their runs.
 
 Each run gets an id unique across the directories given on the command line, derived from the
 directory's name (`runs/demo-eval` -> `demo-eval`, a second `other/demo-eval` -> `demo-eval-2`); a
 directory holding several runs names its later ones `{dir}~{run_id}`. Runs are listed afresh on every
 request, so runs started after the inspector appear without a restart.
 
-A reader's SQLite connection is shared by the server's worker threads, so every use holds its lock; the
-inspector's own queries (`looprl.inspector.queries`) get a second read-only connection the same way.
+Each of the server's worker threads reads through connections of its own (a store reader, and a plain
+read-only connection for the inspector's own queries in `looprl.inspector.queries`), opened on its first
+request: SQLite serves concurrent readers, so a slow query (a 1-2 character search scans the rows the
+other filters select) holds up only its own request, never the rest of the inspector.
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from looprl.paths import db_path
 from looprl.store.reader import RunStoreReader
 from looprl.store.records import RunInfo
+
+_Opened = TypeVar("_Opened", RunStoreReader, sqlite3.Connection)
 
 
 @dataclass
@@ -34,28 +39,40 @@ class RunRef:
 
 
 class RunSource:
-    """One RUN_DIR: its reader, guarded by a lock."""
+    """One RUN_DIR: a reader and a connection per worker thread."""
 
     def __init__(self, run_dir: Path, slug: str) -> None:
         self.run_dir = Path(run_dir)
         self.slug = slug
-        self._reader = RunStoreReader(self.run_dir)
+        self._local = threading.local()
         self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
+        self._open: list[RunStoreReader | sqlite3.Connection] = []
+        self._own_reader()  # an unreadable RUN_DIR is an error at startup, not on the first request
 
     @contextmanager
     def reader(self) -> Iterator[RunStoreReader]:
-        with self._lock:
-            yield self._reader
+        yield self._own_reader()
 
     @contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
-        """A read-only connection to the store (opened on first use), held under the source's lock."""
+        """A read-only connection to the store, this thread's own."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(f"file:{db_path(self.run_dir)}?mode=ro", uri=True, check_same_thread=False)
+            conn.execute("PRAGMA busy_timeout=10000")
+            self._local.conn = self._track(conn)
+        yield conn
+
+    def _own_reader(self) -> RunStoreReader:
+        reader = getattr(self._local, "reader", None)
+        if reader is None:
+            reader = self._local.reader = self._track(RunStoreReader(self.run_dir))
+        return reader
+
+    def _track(self, opened: _Opened) -> _Opened:
         with self._lock:
-            if self._conn is None:
-                self._conn = sqlite3.connect(f"file:{db_path(self.run_dir)}?mode=ro", uri=True, check_same_thread=False)
-                self._conn.execute("PRAGMA busy_timeout=10000")
-            yield self._conn
+            self._open.append(opened)
+        return opened
 
     def runs(self) -> list[tuple[str, RunInfo]]:
         """`(inspector id, run)` for every run in the store, oldest first."""
@@ -65,9 +82,9 @@ class RunSource:
 
     def close(self) -> None:
         with self._lock:
-            self._reader.close()
-            if self._conn is not None:
-                self._conn.close()
+            for opened in self._open:
+                opened.close()
+            self._open.clear()
 
 
 class RunCatalog:

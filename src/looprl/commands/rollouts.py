@@ -37,8 +37,11 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from looprl.errors import UserError
     from looprl.store.reader import RolloutFilter, RunStoreReader
 
+    if args.limit < 1:  # SQLite reads a negative LIMIT as none: every rollout, transcripts and all
+        raise UserError(f"--limit must be at least 1, not {args.limit}")
     reader = RunStoreReader(args.run_dir)
     run_info = reader.run()
     if args.rollout:

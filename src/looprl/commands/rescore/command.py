@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from looprl.utils.terminal import markup_safe, printable
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -98,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False, soft_wrap=True)
     plural = "s" if len(groups) != 1 else ""
     console.print(f"re-scored {sum(i.rescored for i in items)} of {len(items)} rollouts ({len(groups)} group{plural}) "
-                  f"of {run_info.run_id} with {env_spec(run_info, args.env)}", style="bold")
+                  f"of {markup_safe(run_info.run_id)} with {markup_safe(env_spec(run_info, args.env))}", style="bold")
     _component_table(console, items, settings)
     _counts(console, items, groups, settings)
     for item in examples:
@@ -110,7 +112,7 @@ def _without_texts(item: Rescored) -> Rescored:
     """The item without its transcript and log records: all the summary reads, a small part of a rollout."""
     from dataclasses import replace
 
-    drop = {"messages": [], "example_args": {}, "logs": []}
+    drop: dict[str, Any] = {"messages": [], "example_args": {}, "logs": []}
     return replace(item, before=item.before.model_copy(update=drop), after=item.after.model_copy(update=drop), logs=[])
 
 
@@ -129,7 +131,7 @@ def _component_table(console: Console, items: list[Rescored], settings: Orchestr
         name = key.removeprefix("reward/")
         old, new = before.get(key), after.get(key)
         weight = "" if key == "reward" else f"{settings.reward_weights.get(name, 1.0):g}"
-        table.add_row("total" if key == "reward" else name, weight, _num(old), _num(new),
+        table.add_row("total" if key == "reward" else markup_safe(name, lines=False), weight, _num(old), _num(new),
                       _num(None if old is None or new is None else new - old, signed=True),
                       style="bold" if key == "reward" else None)
     console.print(table)
@@ -145,11 +147,12 @@ def _counts(console: Console, items: list[Rescored], groups: list[list[Rescored]
     console.print(f"rollouts whose total changed: {changed} of {len(items)}")
     failing = Counter(i.after.termination_reason for i in items if i.rescored and not i.after.scored)
     if failing:
-        console.print("now failing: " + ", ".join(f"{reason} {n}" for reason, n in failing.items()), style="red")
+        console.print("now failing: " + markup_safe(", ".join(f"{reason} {n}" for reason, n in failing.items())),
+                      style="red")
     kept = Counter(i.before.termination_reason for i in items if not i.rescored)
     if kept:
-        console.print("not re-scored (failed before scoring): " + ", ".join(f"{r} {n}" for r, n in kept.items()),
-                      style="dim")
+        console.print("not re-scored (failed before scoring): "
+                      + markup_safe(", ".join(f"{r} {n}" for r, n in kept.items())), style="dim")
     old = batch_advantages([[i.before for i in g] for g in groups], settings)
     new_signal = sum(any(i.advantage for i in g) for g in groups)
     console.print(f"groups with a learning signal (a non-zero advantage): {sum(not a.skipped for a in old)} → "
@@ -162,16 +165,17 @@ def _example(console: Console, item: Rescored) -> None:
     from looprl.commands.logs import print_record
 
     console.print()
-    line = Text(f"rollout {item.before.rollout_id}", style="bold")
+    line = Text(printable(f"rollout {item.before.rollout_id}", lines=False), style="bold")
     line.append(f"  total {_num(item.before.reward)} → {_num(item.reward)}")
     line.append(f"  advantage {_num(item.advantage, signed=True)}")
     console.print(line)
     for name in dict.fromkeys([*item.before.rewards, *item.after.rewards]):
         old, new = item.before.rewards.get(name), item.after.rewards.get(name)
         mark = "" if old == new else "  ← changed"
-        console.print(Text(f"  {name:<16} {_num(old)} → {_num(new)}{mark}", style="" if mark else "dim"))
+        console.print(Text(printable(f"  {name:<16} {_num(old)} → {_num(new)}{mark}", lines=False),
+                           style="" if mark else "dim"))
     if item.after.error and item.after.error != item.before.error:
-        console.print(Text(f"  {item.after.termination_reason}: {item.after.error}", style="red"))
+        console.print(Text(printable(f"  {item.after.termination_reason}: {item.after.error}"), style="red"))
     for rec in item.logs:
         print_record(console, item.before.rollout_id, rec)
 

@@ -21,6 +21,7 @@ from looprl.commands.validate.command import Checks
 from looprl.envs.types import LogRecordData, RolloutResult
 from looprl.errors import UserError
 from looprl.launch.progress import RunProgress
+from looprl.launch.supervisor import tail
 from looprl.paths import log_path
 from looprl.store.records import RolloutRecord, RunInfo
 from looprl.store.writer import RunStoreWriter
@@ -133,6 +134,15 @@ def test_rl_progress_warnings(tmp_path):
     printed = out.getvalue()
     assert_inert(printed)
     assert "env said pwn" in printed and "as json pwn" in printed
+
+
+def test_rl_prints_a_failed_process_log_tail_escaped(tmp_path):
+    """`looprl rl` prints the last lines of a process that failed: an env's output may be among them."""
+    log = tmp_path / "orchestrator.log"
+    log.write_text(f"started\nenv printed {EVIL}\n")
+    shown = tail(log)
+    assert shown.startswith("started\nenv printed pwn")
+    assert_inert(shown)
 
 
 def test_a_command_error(monkeypatch, capsys):

@@ -67,3 +67,12 @@ def test_a_slow_search_does_not_hold_up_other_requests(client, monkeypatch):
     finally:
         release.set()
         searching.join()
+
+
+def test_connections_are_reused_not_opened_per_request_or_thread(client):
+    """The pool opens a connection only when every open one is busy: sequential requests share one."""
+    source = client.app.state.catalog.sources[0]
+    for _ in range(30):
+        assert client.get(f"{API}/rollouts", params={"q": "ne"}).status_code == 200
+        assert client.get(f"{API}/rollouts/train-0-0/explain").status_code == 200
+    assert len(source._readers._all) == 1 and len(source._conns._all) == 1

@@ -5,10 +5,12 @@ directory's name (`runs/demo-eval` -> `demo-eval`, a second `other/demo-eval` ->
 directory holding several runs names its later ones `{dir}~{run_id}`. Runs are listed afresh on every
 request, so runs started after the inspector appear without a restart.
 
-Each of the server's worker threads reads through connections of its own (a store reader, and a plain
-read-only connection for the inspector's own queries in `looprl.inspector.queries`), opened on its first
-request: SQLite serves concurrent readers, so a slow query (a 1-2 character search scans the rows the
-other filters select) holds up only its own request, never the rest of the inspector.
+Each request reads through connections no other request is using at the time (a store reader, or a
+plain read-only connection for the inspector's own queries in `looprl.inspector.queries`), taken from a
+pool that opens one more when all are busy: SQLite serves concurrent readers, so a slow query (a 1-2
+character search scans the rows the other filters select) holds up only its own request, never the rest
+of the inspector. A pool holds as many connections as requests ever ran at once (the server's thread
+pool bounds that).
 """
 
 from __future__ import annotations
@@ -16,17 +18,22 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from looprl.paths import db_path
 from looprl.store.reader import RunStoreReader
 from looprl.store.records import RunInfo
 
-_Opened = TypeVar("_Opened", RunStoreReader, sqlite3.Connection)
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+_Opened = TypeVar("_Opened", bound=_Closable)
 
 
 @dataclass
@@ -38,41 +45,60 @@ class RunRef:
     source: RunSource
 
 
+class _Pool(Generic[_Opened]):
+    """Connections of one kind, each lent to one request at a time."""
+
+    def __init__(self, open_one: Callable[[], _Opened]) -> None:
+        self._open_one = open_one
+        self._lock = threading.Lock()
+        self._idle: list[_Opened] = []
+        self._all: list[_Opened] = []
+
+    @contextmanager
+    def lease(self) -> Iterator[_Opened]:
+        with self._lock:
+            item = self._idle.pop() if self._idle else None
+        if item is None:
+            item = self._open_one()
+            with self._lock:
+                self._all.append(item)
+        try:
+            yield item
+        finally:
+            with self._lock:
+                self._idle.append(item)
+
+    def close(self) -> None:
+        with self._lock:
+            for item in self._all:
+                item.close()
+            self._all.clear()
+            self._idle.clear()
+
+
 class RunSource:
-    """One RUN_DIR: a reader and a connection per worker thread."""
+    """One RUN_DIR: pools of readers and of plain read-only connections."""
 
     def __init__(self, run_dir: Path, slug: str) -> None:
         self.run_dir = Path(run_dir)
         self.slug = slug
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._open: list[RunStoreReader | sqlite3.Connection] = []
-        self._own_reader()  # an unreadable RUN_DIR is an error at startup, not on the first request
+        self._readers = _Pool(lambda: RunStoreReader(self.run_dir))
+        self._conns = _Pool(self._connect)
+        with self._readers.lease():  # an unreadable RUN_DIR is an error at startup, not on the first request
+            pass
 
-    @contextmanager
-    def reader(self) -> Iterator[RunStoreReader]:
-        yield self._own_reader()
+    def reader(self) -> AbstractContextManager[RunStoreReader]:
+        """A store reader, this request's alone until the `with` block ends."""
+        return self._readers.lease()
 
-    @contextmanager
-    def connection(self) -> Iterator[sqlite3.Connection]:
-        """A read-only connection to the store, this thread's own."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(f"file:{db_path(self.run_dir)}?mode=ro", uri=True, check_same_thread=False)
-            conn.execute("PRAGMA busy_timeout=10000")
-            self._local.conn = self._track(conn)
-        yield conn
+    def connection(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A read-only connection to the store, this request's alone until the `with` block ends."""
+        return self._conns.lease()
 
-    def _own_reader(self) -> RunStoreReader:
-        reader = getattr(self._local, "reader", None)
-        if reader is None:
-            reader = self._local.reader = self._track(RunStoreReader(self.run_dir))
-        return reader
-
-    def _track(self, opened: _Opened) -> _Opened:
-        with self._lock:
-            self._open.append(opened)
-        return opened
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(f"file:{db_path(self.run_dir)}?mode=ro", uri=True, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout=10000")
+        return conn
 
     def runs(self) -> list[tuple[str, RunInfo]]:
         """`(inspector id, run)` for every run in the store, oldest first."""
@@ -81,10 +107,8 @@ class RunSource:
         return [(self.slug if i == 0 else f"{self.slug}~{_slug(run.run_id)}", run) for i, run in enumerate(runs)]
 
     def close(self) -> None:
-        with self._lock:
-            for opened in self._open:
-                opened.close()
-            self._open.clear()
+        self._readers.close()
+        self._conns.close()
 
 
 class RunCatalog:

@@ -14,6 +14,7 @@ import os
 import sys
 
 from looprl.errors import UserError
+from looprl.utils.terminal import printable
 
 BROKEN_PIPE_STATUS = 1
 """Exit status when stdout's reader went away: what rich's consoles and the Python docs' recipe use."""
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         os.close(devnull)
         return BROKEN_PIPE_STATUS
     except UserError as e:
-        print(f"looprl {name}: error: {e}", file=sys.stderr)
+        print(f"looprl {name}: error: {printable(str(e))}", file=sys.stderr)  # it may quote env or model text
         return 2
     except KeyboardInterrupt:
         print(f"looprl {name}: interrupted", file=sys.stderr)

@@ -84,7 +84,8 @@ def check_trainer_logprobs(run: Path) -> None:
         eval_calls = db.execute("SELECT COUNT(*) FROM model_calls c JOIN rollouts r USING (rollout_id) WHERE "
                                 "r.split='eval' AND c.trainer_logprobs IS NOT NULL").fetchone()[0]
     assert trained and missing == 0 and eval_calls == 0
-    view = TestClient(create_app([run])).get(f"/api/runs/run/rollouts/{trained[0]}/tokens").json()
+    inspector = TestClient(create_app([run]), base_url="http://127.0.0.1:8765")
+    view = inspector.get(f"/api/runs/run/rollouts/{trained[0]}/tokens").json()
     assert view["trained"] and view["trainer_logprobs_recorded"]
     for call in view["calls"]:
         assert len(call["trainer_logprobs"]) == len(call["logprobs"]) == len(call["token_ids"]) > 0

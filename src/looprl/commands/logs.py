@@ -3,7 +3,7 @@
 One record a line, never wrapped (piped into grep, a line is a record); no records is said on
 stderr, so an empty run is not mistaken for a broken command. With `--rollout`, the records follow
 a summary of the rollout (what it ran on, how it ended, its error), so one command says what
-happened to it.
+happened to it. A record's text goes through `looprl.utils.terminal`: it cannot drive the terminal.
 """
 
 from __future__ import annotations
@@ -72,11 +72,12 @@ def run(args: argparse.Namespace) -> int:
 
 def print_record(console: Console, rollout_id: str, rec: LogRecordData) -> None:
     """One record on one line (its traceback, if any, below it)."""
-    from rich.markup import escape
+    from looprl.utils.terminal import markup_safe
 
     stamp = time.strftime("%H:%M:%S", time.localtime(rec.time)) + f".{int(rec.time * 1000) % 1000:03d}"
     style = LEVEL_STYLES.get(rec.level_name, "default")
-    console.print(f"{stamp} [{style}]{rec.level_name:<8}[/{style}] [magenta]{rollout_id}[/magenta] "
-                  f"[dim]{escape(rec.logger)}:{rec.lineno}[/dim] {escape(rec.message)}")
+    console.print(f"{stamp} [{style}]{markup_safe(f'{rec.level_name:<8}', lines=False)}[/{style}] "
+                  f"[magenta]{markup_safe(rollout_id, lines=False)}[/magenta] "
+                  f"[dim]{markup_safe(rec.logger, lines=False)}:{rec.lineno}[/dim] {markup_safe(rec.message)}")
     if rec.exception:
-        console.print(f"[red]{escape(rec.exception)}[/red]")
+        console.print(f"[red]{markup_safe(rec.exception)}[/red]")

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from looprl.utils.terminal import markup_safe
+
 if TYPE_CHECKING:
     from rich.console import Console, JustifyMethod
     from rich.table import Table
@@ -66,7 +68,7 @@ def fmt(name: str, v: Any) -> str:
     if v is None:
         return "–"
     if isinstance(v, bool) or not isinstance(v, int | float):
-        return str(v)
+        return markup_safe(str(v), lines=False)  # a table cell: rich markup
     if is_count(name) or isinstance(v, int):
         return str(round(v))
     size = abs(v)
@@ -92,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     if not console.is_terminal:
         console = Console(highlight=False, width=WIDTH)
-    console.print(f"{run_info.run_id} · {run_info.env_name} · {run_info.model} · {run_info.status}", soft_wrap=True)
+    console.print(markup_safe(f"{run_info.run_id} · {run_info.env_name} · {run_info.model} · {run_info.status}",
+                              lines=False), soft_wrap=True)
     if not steps:
         console.print("no steps recorded yet")
     elif args.all:
@@ -124,7 +127,7 @@ def long_listing(console: Console, steps: Sequence[dict[str, Any]]) -> None:
         out = _table("step", [str(steps[i]["step"]) for i in chunk], label_justify="left")
         out.add_row("finished at", *(finished[i] for i in chunk))
         for name, row in zip(names, cells):
-            out.add_row(name, *(row[i] for i in chunk))
+            out.add_row(markup_safe(name, lines=False), *(row[i] for i in chunk))
         if start:
             console.print()
         console.print(out)

@@ -2,7 +2,8 @@
 
 A table of rollouts, or with `--rollout` one rollout's transcript: role-labelled messages, tool calls
 and tool results set apart, then the reward breakdown, termination reason and error. `--json` prints
-one object per rollout (the same fields either way).
+one object per rollout (the same fields either way). Model and env text goes through
+`looprl.utils.terminal`, so what a rollout contains cannot drive the terminal.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import argparse
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from looprl.utils.terminal import markup_safe, printable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -37,8 +40,11 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from looprl.errors import UserError
     from looprl.store.reader import RolloutFilter, RunStoreReader
 
+    if args.limit < 1:  # SQLite reads a negative LIMIT as none: every rollout, transcripts and all
+        raise UserError(f"--limit must be at least 1, not {args.limit}")
     reader = RunStoreReader(args.run_dir)
     run_info = reader.run()
     if args.rollout:
@@ -53,16 +59,18 @@ def run(args: argparse.Namespace) -> int:
     if args.rollout:
         transcript(Console(highlight=False, soft_wrap=True), rows[0])
         return 0
-    table = Table(title=f"{run_info.run_id} · {run_info.env_name} · {run_info.model}", title_justify="left")
+    table = Table(title=markup_safe(f"{run_info.run_id} · {run_info.env_name} · {run_info.model}", lines=False),
+                  title_justify="left")
     for col in ("rollout", "step", "split", "example", "group", "reason", "reward", "components", "turns", "tokens",
                 "s"):
         table.add_column(col, justify="right" if col in ("step", "reward", "turns", "tokens", "s") else "left",
                          no_wrap=col != "components")
     for r in rows:
-        reason = r.termination_reason if r.scored else f"[red]{r.termination_reason}[/red]"
-        table.add_row(r.rollout_id, str(r.step), r.split, r.example_id[:8], r.group_id[:8], reason,
-                      "–" if r.reward is None else f"{r.reward:.3f}",
-                      " ".join(f"{k}={v:g}" for k, v in r.rewards.items()), str(r.turns),
+        reason = markup_safe(r.termination_reason, lines=False)
+        table.add_row(markup_safe(r.rollout_id, lines=False), str(r.step), r.split,
+                      markup_safe(r.example_id[:8], lines=False), markup_safe(r.group_id[:8], lines=False),
+                      reason if r.scored else f"[red]{reason}[/red]", "–" if r.reward is None else f"{r.reward:.3f}",
+                      markup_safe(" ".join(f"{k}={v:g}" for k, v in r.rewards.items()), lines=False), str(r.turns),
                       str(r.prompt_tokens + r.completion_tokens), f"{r.duration_s:.1f}")
     console = Console()
     if not console.is_terminal:
@@ -78,20 +86,20 @@ def transcript(console: Console, r: RolloutRecord) -> None:
     _header(console, r)
     for message in r.messages:
         console.print()
-        role = message.get("role", "?")
-        label = Text(role, style=ROLE_STYLES.get(role, "bold"))
+        role = str(message.get("role", "?"))
+        label = Text(printable(role, lines=False), style=ROLE_STYLES.get(role, "bold"))
         if role == "tool":
             for part in (message.get("name"), message.get("tool_call_id") and f"← {message['tool_call_id']}"):
                 if part:
-                    label.append(f" {part}", style="yellow")
+                    label.append(printable(f" {part}", lines=False), style="yellow")
         console.print(label)
         text = _content(message.get("content"))
         if text:
-            console.print(Text(_indent(text)))
+            console.print(Text(printable(_indent(text))))
         for call in message.get("tool_calls") or []:
             function = call.get("function", {})
-            console.print(Text(f"  → tool call {function.get('name')}({function.get('arguments', '')})  "
-                               f"{call.get('id', '')}", style="yellow"))
+            console.print(Text(printable(f"  → tool call {function.get('name')}({function.get('arguments', '')})  "
+                                         f"{call.get('id', '')}"), style="yellow"))
     console.print()
     _ending(console, r)
 
@@ -106,15 +114,16 @@ def rollout_summary(console: Console, r: RolloutRecord) -> None:
         text = " ".join(_content(last.get("content")).split())
         calls = ", ".join(c.get("function", {}).get("name", "?") for c in last.get("tool_calls") or [])
         shown = (text[:120] + "…" if len(text) > 120 else text) or (f"→ {calls}" if calls else "")
-        console.print(Text(f"last message ({last.get('role', '?')}, {len(r.messages)} in all): {shown}", style="dim"))
+        console.print(Text(printable(f"last message ({last.get('role', '?')}, {len(r.messages)} in all): {shown}"),
+                           style="dim"))
     _ending(console, r)
 
 
 def _header(console: Console, r: RolloutRecord) -> None:
     from rich.text import Text
 
-    console.print(Text(f"rollout {r.rollout_id} · {r.split} · step {r.step} · example {r.example_id} · "
-                       f"group {r.group_id}", style="bold"))
+    console.print(Text(printable(f"rollout {r.rollout_id} · {r.split} · step {r.step} · example {r.example_id} · "
+                                 f"group {r.group_id}", lines=False), style="bold"))
     console.print(Text(f"turns {r.turns} · tool calls {r.tool_calls} · model calls {len(r.model_calls)} · tokens "
                        f"{r.prompt_tokens} prompt + {r.completion_tokens} completion · {r.duration_s:.1f} s · "
                        f"log records {r.log_count}", style="dim"))
@@ -123,16 +132,16 @@ def _header(console: Console, r: RolloutRecord) -> None:
 def _ending(console: Console, r: RolloutRecord) -> None:
     from rich.text import Text
 
-    ended = Text(r.termination_reason, style="green" if r.scored else "bold red")
+    ended = Text(printable(r.termination_reason, lines=False), style="green" if r.scored else "bold red")
     if r.reward is not None:
         ended.append(f" · reward {r.reward:.3f}")
     if r.advantage is not None:
         ended.append(f" · advantage {r.advantage:+.3f}")
     console.print(ended)
     for name, value in r.rewards.items():
-        console.print(Text(f"  {name:<16} {value:g}"))
+        console.print(Text(printable(f"  {name:<16} {value:g}", lines=False)))
     if r.error:
-        console.print(Text(f"error: {r.error}", style="red"))
+        console.print(Text(printable(f"error: {r.error}"), style="red"))
 
 
 def _content(content: Any) -> str:

@@ -1,7 +1,9 @@
 """The inspector's JSON API: runs, the filtered rollout list, one rollout in full, and run metrics.
 
 Read-only. Every filter becomes a bound parameter of the store's queries (`RolloutFilter`); every
-endpoint declares its `response_model`. The pages under `/runs` are built from these endpoints.
+endpoint declares its `response_model`. What SQLite cannot take is refused as a bad request (422, saying
+which parameter) before it reaches a query: an integer outside SQLite's 64 bits, a NUL in a search.
+The pages under `/runs` are built from these endpoints.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from looprl.store.records import RolloutRecord, RunInfo
 
 router = APIRouter(prefix="/api")
 
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+"""The range of SQLite's INTEGER: a larger bound parameter would raise `OverflowError` in the query."""
+
 SortKey = Literal["step", "reward", "duration", "turns", "tokens", "started", "example", "reason", "advantage"]
 assert set(SortKey.__args__) == set(SORT_COLUMNS)  # type: ignore[attr-defined]
 
@@ -47,23 +52,25 @@ def run_ref(run_id: str, runs: RunCatalog = Depends(catalog)) -> RunRef:
 
 def rollout_filter(
     split: Literal["train", "eval"] | None = None,
-    step: int | None = None,
-    step_min: int | None = None,
-    step_max: int | None = None,
+    step: int | None = Query(None, ge=INT_MIN, le=INT_MAX),
+    step_min: int | None = Query(None, ge=INT_MIN, le=INT_MAX),
+    step_max: int | None = Query(None, ge=INT_MIN, le=INT_MAX),
     termination_reason: str | None = None,
     reward_min: float | None = None,
     reward_max: float | None = None,
     has_error: bool | None = None,
     min_log_level: int | None = Query(
-        None, description="only rollouts with a log record at this stdlib level or above"),
+        None, description="only rollouts with a log record at this stdlib level or above", ge=INT_MIN, le=INT_MAX),
     q: str | None = Query(None, description="substring of the transcript or of a log record"),
     group_id: str | None = None,
     sort: SortKey = "step",
     order: Literal["asc", "desc"] = "desc",
     limit: int = Query(50, ge=1, le=500),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=INT_MAX),
 ) -> RolloutFilter:
     """The rollout list's query parameters; empty strings (blank form fields) mean no filter."""
+    if q is not None and "\x00" in q:  # the full-text query syntax ends at a NUL: SQLite would fail the search
+        raise HTTPException(422, "q: a search cannot contain a NUL character")
     return RolloutFilter(
         split=split, step=step, step_min=step_min, step_max=step_max, termination_reason=termination_reason or None,
         reward_min=reward_min, reward_max=reward_max, has_error=has_error, min_log_level=min_log_level,

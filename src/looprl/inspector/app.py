@@ -1,7 +1,9 @@
 """The inspector's FastAPI application: JSON API, HTML pages and packaged static assets.
 
-`create_app(run_dirs, token=None)` opens each run store read-only and serves it; nothing is fetched
-from outside this server (scripts, styles and plots ship in `static/`).
+`create_app(run_dirs, token=None, host="127.0.0.1")` opens each run store read-only and serves it;
+nothing is fetched from outside this server (scripts, styles and plots ship in `static/`). `host` is
+the address the server binds: on a loopback address, requests must name a loopback host
+(`looprl.inspector.security`).
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from looprl.inspector.security import SecurityMiddleware
 from looprl.inspector.tokens import TokenDecoder
 
 
-def create_app(run_dirs: list[Path], token: str | None = None) -> FastAPI:
-    """An app serving the runs in `run_dirs`; with `token`, every request must carry it."""
+def create_app(run_dirs: list[Path], token: str | None = None, host: str = "127.0.0.1") -> FastAPI:
+    """An app serving the runs in `run_dirs` from a server bound to `host`; with `token`, every request must
+    carry it."""
     catalog = RunCatalog([Path(d) for d in run_dirs])
 
     @asynccontextmanager
@@ -34,7 +37,7 @@ def create_app(run_dirs: list[Path], token: str | None = None) -> FastAPI:
     app.state.catalog = catalog
     app.state.token_decoder = TokenDecoder()
     app.state.histograms = HistogramCache()
-    app.add_middleware(SecurityMiddleware, token=token)
+    app.add_middleware(SecurityMiddleware, token=token, host=host)
     app.mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static")
     app.include_router(api.router)
     app.include_router(rollout_analysis.router)

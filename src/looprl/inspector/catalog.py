@@ -1,12 +1,16 @@
-"""The runs the inspector serves: one read-only store reader per RUN_DIR, and ids for their runs.
+"""The runs the inspector serves: read-only store readers per RUN_DIR, and ids for their runs.
 
 Each run gets an id unique across the directories given on the command line, derived from the
 directory's name (`runs/demo-eval` -> `demo-eval`, a second `other/demo-eval` -> `demo-eval-2`); a
 directory holding several runs names its later ones `{dir}~{run_id}`. Runs are listed afresh on every
 request, so runs started after the inspector appear without a restart.
 
-A reader's SQLite connection is shared by the server's worker threads, so every use holds its lock; the
-inspector's own queries (`looprl.inspector.queries`) get a second read-only connection the same way.
+Each request reads through connections no other request is using at the time (a store reader, or a
+plain read-only connection for the inspector's own queries in `looprl.inspector.queries`), taken from a
+pool that opens one more when all are busy: SQLite serves concurrent readers, so a slow query (a 1-2
+character search scans the rows the other filters select) holds up only its own request, never the rest
+of the inspector. A pool holds as many connections as requests ever ran at once (the server's thread
+pool bounds that).
 """
 
 from __future__ import annotations
@@ -14,14 +18,22 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, Protocol, TypeVar
 
 from looprl.paths import db_path
 from looprl.store.reader import RunStoreReader
 from looprl.store.records import RunInfo
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+_Opened = TypeVar("_Opened", bound=_Closable)
 
 
 @dataclass
@@ -33,29 +45,60 @@ class RunRef:
     source: RunSource
 
 
+class _Pool(Generic[_Opened]):
+    """Connections of one kind, each lent to one request at a time."""
+
+    def __init__(self, open_one: Callable[[], _Opened]) -> None:
+        self._open_one = open_one
+        self._lock = threading.Lock()
+        self._idle: list[_Opened] = []
+        self._all: list[_Opened] = []
+
+    @contextmanager
+    def lease(self) -> Iterator[_Opened]:
+        with self._lock:
+            item = self._idle.pop() if self._idle else None
+        if item is None:
+            item = self._open_one()
+            with self._lock:
+                self._all.append(item)
+        try:
+            yield item
+        finally:
+            with self._lock:
+                self._idle.append(item)
+
+    def close(self) -> None:
+        with self._lock:
+            for item in self._all:
+                item.close()
+            self._all.clear()
+            self._idle.clear()
+
+
 class RunSource:
-    """One RUN_DIR: its reader, guarded by a lock."""
+    """One RUN_DIR: pools of readers and of plain read-only connections."""
 
     def __init__(self, run_dir: Path, slug: str) -> None:
         self.run_dir = Path(run_dir)
         self.slug = slug
-        self._reader = RunStoreReader(self.run_dir)
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
+        self._readers = _Pool(lambda: RunStoreReader(self.run_dir))
+        self._conns = _Pool(self._connect)
+        with self._readers.lease():  # an unreadable RUN_DIR is an error at startup, not on the first request
+            pass
 
-    @contextmanager
-    def reader(self) -> Iterator[RunStoreReader]:
-        with self._lock:
-            yield self._reader
+    def reader(self) -> AbstractContextManager[RunStoreReader]:
+        """A store reader, this request's alone until the `with` block ends."""
+        return self._readers.lease()
 
-    @contextmanager
-    def connection(self) -> Iterator[sqlite3.Connection]:
-        """A read-only connection to the store (opened on first use), held under the source's lock."""
-        with self._lock:
-            if self._conn is None:
-                self._conn = sqlite3.connect(f"file:{db_path(self.run_dir)}?mode=ro", uri=True, check_same_thread=False)
-                self._conn.execute("PRAGMA busy_timeout=10000")
-            yield self._conn
+    def connection(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A read-only connection to the store, this request's alone until the `with` block ends."""
+        return self._conns.lease()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(f"file:{db_path(self.run_dir)}?mode=ro", uri=True, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout=10000")
+        return conn
 
     def runs(self) -> list[tuple[str, RunInfo]]:
         """`(inspector id, run)` for every run in the store, oldest first."""
@@ -64,10 +107,8 @@ class RunSource:
         return [(self.slug if i == 0 else f"{self.slug}~{_slug(run.run_id)}", run) for i, run in enumerate(runs)]
 
     def close(self) -> None:
-        with self._lock:
-            self._reader.close()
-            if self._conn is not None:
-                self._conn.close()
+        self._readers.close()
+        self._conns.close()
 
 
 class RunCatalog:

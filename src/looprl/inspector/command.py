@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     from looprl.inspector.app import create_app
 
-    app = create_app(args.run_dirs, token=args.token)
+    app = create_app(args.run_dirs, token=args.token, host=args.host)
     sock = listen(args.host, args.port)
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{args.port}/"

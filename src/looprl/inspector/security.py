@@ -1,6 +1,12 @@
 """The inspector's defences: loopback-only by default, an access token otherwise, inert pages.
 
 - `check_bind`: a non-loopback host without a token is refused before anything starts.
+- Bound to a loopback address, the inspector answers only requests whose `Host` names a loopback
+  address (`localhost`, `127.0.0.1`, `[::1]`, or the address it bound), any port (so an SSH tunnel
+  to another local port works); anything else gets 403. That stops DNS rebinding: a web page on
+  `evil.example` whose name the attacker re-points at 127.0.0.1 would otherwise be same-origin with
+  the inspector and could read every rollout. Bound to any other address a token is required, and the
+  token is the defence (clients reach the server by whatever name the network gives it).
 - `SecurityMiddleware`: with a token, every request must carry it, as `Authorization: Bearer T`, a
   `?token=T` query parameter (which also sets an HttpOnly cookie, so links and the page's own requests
   keep working) or that cookie. Every response gets a strict Content-Security-Policy (no inline
@@ -11,7 +17,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
@@ -48,15 +54,36 @@ def check_bind(host: str, token: str | None) -> None:
                         "(or set LOOPRL_INSPECTOR_TOKEN) so requests must carry it, or bind 127.0.0.1")
 
 
-class SecurityMiddleware(BaseHTTPMiddleware):
-    """Token check (when a token is set) and security headers on every response."""
+def host_allowed(host_header: str, bound: str) -> bool:
+    """Whether a request's `Host` may reach an inspector bound to `bound`: any host when `bound` is not a
+    loopback address (a token guards it), else only a loopback name or `bound` itself, on any port."""
+    if not is_loopback(bound):
+        return True
+    if any(c in host_header for c in "@/\\?#"):  # no browser sends these; `urlsplit` would read past them
+        return False
+    try:
+        parts = urlsplit(f"//{host_header}")
+        name, _ = parts.hostname, parts.port  # `.port` raises on a malformed one
+    except ValueError:
+        return False
+    return name is not None and (is_loopback(name) or name == bound.strip("[]").lower())
 
-    def __init__(self, app, token: str | None) -> None:  # type: ignore[no-untyped-def]
+
+class SecurityMiddleware(BaseHTTPMiddleware):
+    """Host check (loopback binds), token check (when a token is set), security headers on every response."""
+
+    def __init__(self, app, token: str | None, host: str) -> None:  # type: ignore[no-untyped-def]
         super().__init__(app)
         self.token = token
+        self.host = host
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        response = await self._authorised(request, call_next)
+        host = request.headers.get("host", "")
+        if host_allowed(host, self.host):
+            response = await self._authorised(request, call_next)
+        else:
+            response = JSONResponse({"detail": f"Host {host!r} is not this inspector's address: open it as "
+                                               "http://127.0.0.1:PORT/ or http://localhost:PORT/"}, status_code=403)
         for name, value in HEADERS.items():
             response.headers.setdefault(name, value)
         return response

@@ -8,7 +8,8 @@ Read-only, and no channel of its own: each `poll()` (the supervisor's watch loop
 run store read-only, reads the `steps` rows written since the launch, and closes it again (a reader
 left open would keep the store's `-wal`/`-shm` files alive, see `store.writer`); then it reads what
 `logs/orchestrator.log` gained since the last poll and passes on each WARNING record once. On a
-terminal a progress bar with the ETA stays under the lines; piped, only the lines are printed.
+terminal a progress bar with the ETA stays under the lines; piped, only the lines are printed. A
+warning's control characters are shown escaped (`looprl.utils.terminal`): it may quote env text.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from looprl.errors import UserError
 from looprl.paths import log_path
 from looprl.store.reader import RunStoreReader
+from looprl.utils.terminal import printable
 
 
 class RunProgress:
@@ -63,7 +65,7 @@ class RunProgress:
         for message in self._new_warnings():
             if message not in self.warned:
                 self.warned.add(message)
-                self.say(f"warning: {message}")
+                self.say(f"warning: {printable(message)}")  # it may quote an env's error or output
 
     def mean_step_s(self) -> float:
         """Seconds per step so far. Step rows are stored as the trainer's reports arrive, sometimes two at

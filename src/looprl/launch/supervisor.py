@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
+from looprl.utils.terminal import printable
+
 POLL_S = 0.5
 
 
@@ -97,7 +99,8 @@ def stop_all(children: Sequence[Child]) -> None:
 
 
 def tail(path: Path, lines: int = 30) -> str:
+    """A log's last lines, for the terminal: control characters escaped (an env's output may be among them)."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        return printable("\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
     except OSError:
         return "(no log)"

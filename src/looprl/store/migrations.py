@@ -41,7 +41,34 @@ def _v2_to_v3(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE model_calls ADD COLUMN trainer_logprobs TEXT")
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+def _v3_to_v4(conn: sqlite3.Connection) -> None:
+    """Keep the full-text indexes in sync on delete and update (schema 3 had insert triggers only), and
+    rebuild both from their tables: a resumed run's deleted rollouts and log records were left in them."""
+    for statement in (
+        """CREATE TRIGGER IF NOT EXISTS rollouts_fts_delete AFTER DELETE ON rollouts BEGIN
+            INSERT INTO rollouts_fts(rollouts_fts, rowid, messages) VALUES ('delete', old.rowid, old.messages);
+        END""",
+        """CREATE TRIGGER IF NOT EXISTS rollouts_fts_update AFTER UPDATE OF messages ON rollouts BEGIN
+            INSERT INTO rollouts_fts(rollouts_fts, rowid, messages) VALUES ('delete', old.rowid, old.messages);
+            INSERT INTO rollouts_fts(rowid, messages) VALUES (new.rowid, new.messages);
+        END""",
+        """CREATE TRIGGER IF NOT EXISTS rollout_logs_fts_delete AFTER DELETE ON rollout_logs BEGIN
+            INSERT INTO rollout_logs_fts(rollout_logs_fts, rowid, message, exception)
+                VALUES ('delete', old.id, old.message, old.exception);
+        END""",
+        """CREATE TRIGGER IF NOT EXISTS rollout_logs_fts_update AFTER UPDATE OF message, exception ON rollout_logs
+        BEGIN
+            INSERT INTO rollout_logs_fts(rollout_logs_fts, rowid, message, exception)
+                VALUES ('delete', old.id, old.message, old.exception);
+            INSERT INTO rollout_logs_fts(rowid, message, exception) VALUES (new.id, new.message, new.exception);
+        END""",
+        "INSERT INTO rollouts_fts(rollouts_fts) VALUES ('rebuild')",
+        "INSERT INTO rollout_logs_fts(rollout_logs_fts) VALUES ('rebuild')",
+    ):  # one by one: `executescript` would commit the migration's transaction first
+        conn.execute(statement)
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 """From-version -> migration to the next version."""
 
 

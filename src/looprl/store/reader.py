@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -116,6 +117,19 @@ class RunStoreReader:
         else:
             total = self._conn.execute(f"SELECT COUNT(*) FROM rollouts r WHERE {where}", params).fetchone()[0]
         return [self._rollout(row) for row in rows], total
+
+    def group_chunks(self, run_id: str, f: RolloutFilter, groups: int = 256) -> Iterator[list[RolloutRecord]]:
+        """The rollouts `f`'s filters select (not its sort or paging), whole groups at a time, `groups`
+        groups per list, in the order they were written: a whole run in bounded memory."""
+        where, params = self._where(run_id, f)
+        ids = [row[0] for row in self._conn.execute(
+            f"SELECT r.group_id FROM rollouts r WHERE {where} GROUP BY r.group_id ORDER BY MIN(r.rowid)", params)]
+        for start in range(0, len(ids), groups):
+            chunk = ids[start:start + groups]
+            rows = self._conn.execute(
+                f"SELECT r.* FROM rollouts r WHERE {where} AND r.group_id IN ({','.join('?' * len(chunk))}) "
+                "ORDER BY r.rowid", [*params, *chunk]).fetchall()
+            yield [self._rollout(row) for row in rows]
 
     def _where(self, run_id: str, f: RolloutFilter) -> tuple[str, list[Any]]:
         clauses: list[str] = ["r.run_id = ?"]

@@ -16,14 +16,17 @@ Tables
   `trainer_logprobs` is set once the trainer has trained on the call (its report for the step).
 - `rollout_logs`: the stdlib `logging` records attributed to each rollout.
 - `rollouts_fts`, `rollout_logs_fts`: full-text indexes (FTS5, trigram tokenizer, so any substring
-  matches) over transcripts and log messages, kept in sync by triggers.
+  matches) over transcripts and log messages. They are external-content tables (the text lives once, in
+  `rollouts` and `rollout_logs`), so triggers on insert, delete and update keep them in sync: without the
+  delete trigger a resumed run's deleted rollouts stayed in the index, and a new row that reused their
+  rowid matched their text (schema 4 added it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -155,9 +158,25 @@ CREATE VIRTUAL TABLE IF NOT EXISTS rollouts_fts USING fts5(
 CREATE TRIGGER IF NOT EXISTS rollouts_fts_insert AFTER INSERT ON rollouts BEGIN
     INSERT INTO rollouts_fts(rowid, messages) VALUES (new.rowid, new.messages);
 END;
+CREATE TRIGGER IF NOT EXISTS rollouts_fts_delete AFTER DELETE ON rollouts BEGIN
+    INSERT INTO rollouts_fts(rollouts_fts, rowid, messages) VALUES ('delete', old.rowid, old.messages);
+END;
+CREATE TRIGGER IF NOT EXISTS rollouts_fts_update AFTER UPDATE OF messages ON rollouts BEGIN
+    INSERT INTO rollouts_fts(rollouts_fts, rowid, messages) VALUES ('delete', old.rowid, old.messages);
+    INSERT INTO rollouts_fts(rowid, messages) VALUES (new.rowid, new.messages);
+END;
 CREATE VIRTUAL TABLE IF NOT EXISTS rollout_logs_fts USING fts5(
     message, exception, content='rollout_logs', content_rowid='id', tokenize='trigram');
 CREATE TRIGGER IF NOT EXISTS rollout_logs_fts_insert AFTER INSERT ON rollout_logs BEGIN
+    INSERT INTO rollout_logs_fts(rowid, message, exception) VALUES (new.id, new.message, new.exception);
+END;
+CREATE TRIGGER IF NOT EXISTS rollout_logs_fts_delete AFTER DELETE ON rollout_logs BEGIN
+    INSERT INTO rollout_logs_fts(rollout_logs_fts, rowid, message, exception)
+        VALUES ('delete', old.id, old.message, old.exception);
+END;
+CREATE TRIGGER IF NOT EXISTS rollout_logs_fts_update AFTER UPDATE OF message, exception ON rollout_logs BEGIN
+    INSERT INTO rollout_logs_fts(rollout_logs_fts, rowid, message, exception)
+        VALUES ('delete', old.id, old.message, old.exception);
     INSERT INTO rollout_logs_fts(rowid, message, exception) VALUES (new.id, new.message, new.exception);
 END;
 """.replace("{rollouts_table}", _table("rollouts", ROLLOUT_COLUMNS))

@@ -14,5 +14,5 @@ def run_dir(tmp_path):
 
 @pytest.fixture
 def client(run_dir):
-    with TestClient(create_app([run_dir])) as c:
+    with TestClient(create_app([run_dir]), base_url="http://127.0.0.1:8765") as c:
         yield c

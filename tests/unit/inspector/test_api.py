@@ -120,7 +120,7 @@ def test_metrics(client):
 def test_several_run_dirs_get_unique_ids(tmp_path):
     a = build_store(tmp_path / "a" / "same", run_id="x")
     b = build_store(tmp_path / "b" / "same", run_id="x")
-    with TestClient(create_app([a, b])) as c:
+    with TestClient(create_app([a, b]), base_url="http://127.0.0.1:8765") as c:
         runs = c.get("/api/runs").json()
         assert [r["id"] for r in runs] == ["same", "same-2"]
         assert c.get("/api/runs/same-2/rollouts/train-0-0").json()["run"] == "same-2"
@@ -131,7 +131,7 @@ def test_a_second_run_in_one_dir_gets_its_own_id(tmp_path):
     w = RunStoreWriter(run_dir)
     w.start_run(RunInfo(run_id="second", kind="eval", env="e.py:E", env_name="e", model="m", created_at=T0 + 1))
     w.close()
-    with TestClient(create_app([run_dir])) as c:
+    with TestClient(create_app([run_dir]), base_url="http://127.0.0.1:8765") as c:
         assert [r["id"] for r in c.get("/api/runs").json()] == ["d", "d~second"]
         assert c.get("/api/runs/d~second/rollouts").json()["total"] == 0
         assert c.get("/api/runs/d/rollouts").json()["total"] == 10

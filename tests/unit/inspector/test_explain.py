@@ -28,7 +28,7 @@ def test_weights_and_std_from_the_run_config(run_dir):
     with sqlite3.connect(run_dir / "looprl.db") as db:
         db.execute("UPDATE runs SET config=?", (json.dumps({"orchestrator": {
             "reward_weights": {"format": 2.0}, "normalize_std": True}}),))
-    with TestClient(create_app([run_dir])) as c:
+    with TestClient(create_app([run_dir]), base_url="http://127.0.0.1:8765") as c:
         ex = c.get(f"{API}/rollouts/train-0-0/explain").json()
     assert {t["name"]: t["contribution"] for t in ex["terms"]} == {"correct": 1.0, "format": 1.0}
     assert ex["weights_configured"] and ex["baseline"]["normalize_std"]
@@ -49,7 +49,7 @@ def test_tokens_show_the_rollout_correction_weight(run_dir):
         db.execute("UPDATE model_calls SET completion_token_ids=?, completion_logprobs=?, trainer_logprobs=? "
                    "WHERE rollout_id='train-0-0' AND idx=0",
                    ("[5, 6]", json.dumps([-1.0, -2.0]), json.dumps([-1.5, 0.0])))
-    with TestClient(create_app([run_dir])) as c:
+    with TestClient(create_app([run_dir]), base_url="http://127.0.0.1:8765") as c:
         [call] = [c for c in c.get(f"{API}/rollouts/train-0-0/tokens").json()["calls"] if c["idx"] == 0]
     # rho = exp(trainer - sampler): e^-0.5 kept, e^2 truncated at the cap 2
     assert call["correction_weights"] == [pytest.approx(0.6065306597), 2.0]
@@ -87,7 +87,7 @@ def test_run_page_metrics_replay_the_stopped_exploring_warning(run_dir):
             db.execute("UPDATE steps SET metrics=? WHERE step=?",
                        (json.dumps({"reward": 1.0, "groups_sampled": 4, "groups_skipped": 4}), step))
         db.execute("UPDATE rollouts SET advantage=NULL WHERE rollout_id='train-2-7'")
-    with TestClient(create_app([run_dir])) as c:
+    with TestClient(create_app([run_dir]), base_url="http://127.0.0.1:8765") as c:
         [warning] = c.get(f"{API}/metrics").json()["exploration"]
     assert warning["step"] == 2 and warning["rollout_id"] == "train-2-7"
     assert warning["message"].startswith("the policy stopped exploring: at each of steps 0-2 most groups (4 of 4")

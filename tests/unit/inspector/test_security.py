@@ -14,7 +14,7 @@ from looprl.inspector.security import COOKIE, check_bind
 
 @pytest.fixture
 def guarded(run_dir):
-    with TestClient(create_app([run_dir], token="s3cret")) as c:
+    with TestClient(create_app([run_dir], token="s3cret"), base_url="http://127.0.0.1:8765") as c:
         yield c
 
 
@@ -36,7 +36,7 @@ def test_token_in_the_url_once_then_a_cookie(guarded):
 
 
 def test_api_accepts_the_token_as_a_query_parameter(run_dir):
-    with TestClient(create_app([run_dir], token="s3cret")) as c:
+    with TestClient(create_app([run_dir], token="s3cret"), base_url="http://127.0.0.1:8765") as c:
         assert c.get("/api/runs?token=s3cret").status_code == 200
 
 

@@ -33,7 +33,7 @@ def version(run: Path) -> int:
 
 
 def test_fixtures_are_schema_1():
-    assert SCHEMA_VERSION == 3 and version(V1 / "eval") == 1 and version(V1 / "rl") == 1
+    assert SCHEMA_VERSION == 4 and version(V1 / "eval") == 1 and version(V1 / "rl") == 1
 
 
 def test_reader_migrates_an_eval_store_once(tmp_path):
@@ -91,7 +91,7 @@ def test_cli_reads_a_migrated_store(tmp_path, capsys):
 
 def test_inspector_reads_a_migrated_rl_store(tmp_path):
     """The inspector tests' fake store as schema 1 wrote it: the marks it derived then are stored now."""
-    client = TestClient(create_app([copy("rl", tmp_path)]))
+    client = TestClient(create_app([copy("rl", tmp_path)]), base_url="http://127.0.0.1:8765")
     api = "/api/runs/fixture-rl"
     rows = {r["rollout_id"]: r for r in client.get(f"{api}/rollouts", params={"limit": 500}).json()["rows"]}
     assert rows["train-0-1"]["zero_filled"] == ["format"] and rows["train-0-1"]["rewards"] == {"correct": 0.0}
@@ -109,7 +109,7 @@ def test_inspector_reads_a_migrated_rl_store(tmp_path):
 
 
 def test_inspector_marks_an_eval_store(tmp_path):
-    client = TestClient(create_app([copy("eval", tmp_path)]))
+    client = TestClient(create_app([copy("eval", tmp_path)]), base_url="http://127.0.0.1:8765")
     page = client.get("/api/runs/fixture-eval/rollouts", params={"limit": 500}).json()
     assert page["components"] == ["bonus", "correct"]
     assert sorted(len(r["zero_filled"]) for r in page["rows"]) == [0] * 6 + [1] * 2

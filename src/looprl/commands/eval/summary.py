@@ -13,6 +13,7 @@ from rich.table import Table
 
 from looprl.envs.types import RolloutResult
 from looprl.session.rewards import reward_stats
+from looprl.utils.terminal import markup_safe
 
 
 def summarize(results: Sequence[RolloutResult], wall_s: float,
@@ -49,14 +50,15 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     rewards.add_column("std", justify="right")
     stats = summary["rewards"]
     for key in [k for k in stats if k.startswith("reward/") and not k.endswith("_std")]:
-        rewards.add_row(key.removeprefix("reward/"), _fmt(stats[key]), _fmt(stats.get(f"{key}_std")))
+        rewards.add_row(markup_safe(key.removeprefix("reward/"), lines=False), _fmt(stats[key]),
+                        _fmt(stats.get(f"{key}_std")))
     rewards.add_row("[bold]total[/bold]", f"[bold]{_fmt(stats.get('reward'))}[/bold]", _fmt(stats.get("reward_std")))
     console.print(rewards)
     reasons = Table(title="Termination reasons", title_justify="left")
     reasons.add_column("reason")
     reasons.add_column("rollouts", justify="right")
     for reason, count in summary["termination_reasons"].items():
-        reasons.add_row(reason, str(count))
+        reasons.add_row(markup_safe(reason, lines=False), str(count))
     console.print(reasons)
     console.print(
         f"{summary['rollouts']} rollouts ({summary['scored']} scored, {summary['failed']} failed) · "

@@ -18,6 +18,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from looprl.utils.terminal import markup_safe, printable
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -64,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
         results = asyncio.run(_run_group(env, request))
     result = next(r for r in results if r.rollout_id == record.rollout_id)
     console = Console(highlight=False, soft_wrap=True)
-    console.print(f"replayed rollout {record.rollout_id} of {run_info.run_id} with {env_spec(run_info, args.env)}"
+    console.print(f"replayed rollout {markup_safe(record.rollout_id)} of {markup_safe(run_info.run_id)} with "
+                  f"{markup_safe(env_spec(run_info, args.env))}"
                   + (f" (and its {len(group) - 1} siblings, for group rewards)" if len(group) > 1 else ""),
                   style="bold")
     _transcript_diff(console, record.messages, result.messages)
@@ -74,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         recording.divergence = (f"the replay ended after {recording.served} of {len(recording.calls)} "
                                 "recorded model calls")
     if recording.divergence:
-        console.print(f"diverged from the recording at {recording.divergence}", style="bold yellow")
+        console.print(f"diverged from the recording at {markup_safe(recording.divergence)}", style="bold yellow")
     else:
         console.print(f"followed the recording: {recording.served} model calls, all as recorded", style="dim")
     _logs(console, result)
@@ -118,7 +121,7 @@ def _transcript_diff(console: Console, stored: list[Message], new: list[Message]
     for line in difflib.unified_diff(_lines(stored), _lines(new), "stored", "replay", lineterm="", n=2):
         style = ("green" if line.startswith("+") else "red" if line.startswith("-")
                  else "cyan" if line.startswith("@") else "")
-        console.print(Text(line, style=style))
+        console.print(Text(printable(line), style=style))
 
 
 def _outcome(console: Console, stored: RolloutRecord, new: RolloutResult, weights: dict[str, float]) -> None:
@@ -127,20 +130,20 @@ def _outcome(console: Console, stored: RolloutRecord, new: RolloutResult, weight
 
     from looprl.session.rewards import rollout_reward
 
-    ended = Text(f"ended: {stored.termination_reason}")
+    ended = Text(printable(f"ended: {stored.termination_reason}", lines=False))
     if new.termination_reason != stored.termination_reason:
-        ended.append(f" → {new.termination_reason}", style="bold yellow")
+        ended.append(printable(f" → {new.termination_reason}", lines=False), style="bold yellow")
     console.print(ended)
     table = Table(title_justify="left")
     for col in ("reward", "stored", "replay"):
         table.add_column(col, justify="left" if col == "reward" else "right")
     for name in dict.fromkeys([*stored.rewards, *new.rewards]):
         old, now = stored.rewards.get(name), new.rewards.get(name)
-        table.add_row(name, _num(old), _num(now), style=None if old == now else "yellow")
+        table.add_row(markup_safe(name, lines=False), _num(old), _num(now), style=None if old == now else "yellow")
     table.add_row("total", _num(stored.reward), _num(rollout_reward(new, weights)), style="bold")
     console.print(table)
     if new.error:
-        console.print(Text(f"error: {new.error}", style="red"))
+        console.print(Text(printable(f"error: {new.error}"), style="red"))
 
 
 def _logs(console: Console, result: RolloutResult) -> None:

@@ -4,7 +4,9 @@ Runs the (edited) env's `compute_reward` / `compute_group_rewards` on a run's st
 grouped as they ran, and shows what changed: per component the mean before and after, how many
 rollouts' totals changed, a few of them with the new reward code's log records, and the groups
 left with a learning signal under the new advantages. `--json` prints one object per rollout.
-Read-only: the run is never changed. Without `--env` the run's own env is re-run.
+Read-only: the run is never changed. Without `--env` the run's own env is re-run. The store is read
+`GROUPS_PER_CHUNK` groups at a time and each rollout's transcript is let go of once it is re-scored,
+so a run of any size fits in memory.
 """
 
 from __future__ import annotations
@@ -12,14 +14,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from looprl.utils.terminal import markup_safe, printable
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from looprl.commands.rescore.rescoring import Rescored
     from looprl.config import OrchestratorConfig
+    from looprl.store.records import RolloutRecord
+
+GROUPS_PER_CHUNK = 256
+"""Groups read, re-scored and let go of at a time: a run's transcripts are never all in memory at once."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,42 +52,68 @@ def run(args: argparse.Namespace) -> int:
     from looprl.errors import UserError
     from looprl.store.reader import RolloutFilter, RunStoreReader
 
+    for flag, value, least in (("--examples", args.examples, 0), ("--concurrency", args.concurrency, 1)):
+        if value < least:
+            raise UserError(f"{flag} must be at least {least}, not {value}")
     reader = RunStoreReader(args.run_dir)
     run_info = reader.run()
     if args.rollout:
-        records = reader.siblings(reader.rollout(args.rollout).group_id)
+        chunks: Iterator[list[RolloutRecord]] = iter([reader.siblings(reader.rollout(args.rollout).group_id)])
     else:
-        records, _ = reader.list_rollouts(run_info.run_id, RolloutFilter(split=args.split, step=args.step,
-                                                                         limit=-1))
-    if not records:
+        chunks = reader.group_chunks(run_info.run_id, RolloutFilter(split=args.split, step=args.step),
+                                     GROUPS_PER_CHUNK)
+    first = next(chunks, [])
+    if not first:
         raise UserError(f"no rollouts in {args.run_dir} match")
     env = load_base_env(run_info, args.env)
     settings = reward_settings(run_info)
     install_capture(args.log_level)
+    groups: list[list[Rescored]] = []
+    examples: list[Rescored] = []
 
-    async def rescore_and_close() -> list[list[Rescored]]:
+    def keep(group: list[Rescored]) -> None:
+        """Print (`--json`) or note a re-scored group, keeping only what the report reads of it."""
+        for item in group:
+            if args.json:
+                if not args.rollout or item.before.rollout_id == args.rollout:
+                    print(json.dumps(_as_json(item), ensure_ascii=False))
+            elif (item.before.rollout_id == args.rollout if args.rollout
+                  else item.changed and len(examples) < args.examples):
+                examples.append(item)
+        if not args.json:
+            groups.append([_without_texts(item) for item in group])
+
+    async def rescore_and_close() -> None:
         try:
-            return await rescore(env, records, settings, concurrency=args.concurrency)
+            records = first
+            while records:
+                for group in await rescore(env, records, settings, concurrency=args.concurrency):
+                    keep(group)
+                records = await asyncio.to_thread(next, chunks, [])
         finally:
             await env.aclose()
 
-    groups = asyncio.run(rescore_and_close())
-    items = [item for group in groups for item in group]
-    shown = [i for i in items if i.before.rollout_id == args.rollout] if args.rollout else items
+    asyncio.run(rescore_and_close())
     if args.json:
-        for item in shown:
-            print(json.dumps(_as_json(item), ensure_ascii=False))
         return 0
+    items = [item for group in groups for item in group]
     console = Console(highlight=False, soft_wrap=True)
     plural = "s" if len(groups) != 1 else ""
     console.print(f"re-scored {sum(i.rescored for i in items)} of {len(items)} rollouts ({len(groups)} group{plural}) "
-                  f"of {run_info.run_id} with {env_spec(run_info, args.env)}", style="bold")
+                  f"of {markup_safe(run_info.run_id)} with {markup_safe(env_spec(run_info, args.env))}", style="bold")
     _component_table(console, items, settings)
     _counts(console, items, groups, settings)
-    examples = shown if args.rollout else [i for i in items if i.changed][: args.examples]
     for item in examples:
         _example(console, item)
     return 0
+
+
+def _without_texts(item: Rescored) -> Rescored:
+    """The item without its transcript and log records: all the summary reads, a small part of a rollout."""
+    from dataclasses import replace
+
+    drop: dict[str, Any] = {"messages": [], "example_args": {}, "logs": []}
+    return replace(item, before=item.before.model_copy(update=drop), after=item.after.model_copy(update=drop), logs=[])
 
 
 def _component_table(console: Console, items: list[Rescored], settings: OrchestratorConfig) -> None:
@@ -96,7 +131,7 @@ def _component_table(console: Console, items: list[Rescored], settings: Orchestr
         name = key.removeprefix("reward/")
         old, new = before.get(key), after.get(key)
         weight = "" if key == "reward" else f"{settings.reward_weights.get(name, 1.0):g}"
-        table.add_row("total" if key == "reward" else name, weight, _num(old), _num(new),
+        table.add_row("total" if key == "reward" else markup_safe(name, lines=False), weight, _num(old), _num(new),
                       _num(None if old is None or new is None else new - old, signed=True),
                       style="bold" if key == "reward" else None)
     console.print(table)
@@ -112,11 +147,12 @@ def _counts(console: Console, items: list[Rescored], groups: list[list[Rescored]
     console.print(f"rollouts whose total changed: {changed} of {len(items)}")
     failing = Counter(i.after.termination_reason for i in items if i.rescored and not i.after.scored)
     if failing:
-        console.print("now failing: " + ", ".join(f"{reason} {n}" for reason, n in failing.items()), style="red")
+        console.print("now failing: " + markup_safe(", ".join(f"{reason} {n}" for reason, n in failing.items())),
+                      style="red")
     kept = Counter(i.before.termination_reason for i in items if not i.rescored)
     if kept:
-        console.print("not re-scored (failed before scoring): " + ", ".join(f"{r} {n}" for r, n in kept.items()),
-                      style="dim")
+        console.print("not re-scored (failed before scoring): "
+                      + markup_safe(", ".join(f"{r} {n}" for r, n in kept.items())), style="dim")
     old = batch_advantages([[i.before for i in g] for g in groups], settings)
     new_signal = sum(any(i.advantage for i in g) for g in groups)
     console.print(f"groups with a learning signal (a non-zero advantage): {sum(not a.skipped for a in old)} → "
@@ -129,16 +165,17 @@ def _example(console: Console, item: Rescored) -> None:
     from looprl.commands.logs import print_record
 
     console.print()
-    line = Text(f"rollout {item.before.rollout_id}", style="bold")
+    line = Text(printable(f"rollout {item.before.rollout_id}", lines=False), style="bold")
     line.append(f"  total {_num(item.before.reward)} → {_num(item.reward)}")
     line.append(f"  advantage {_num(item.advantage, signed=True)}")
     console.print(line)
     for name in dict.fromkeys([*item.before.rewards, *item.after.rewards]):
         old, new = item.before.rewards.get(name), item.after.rewards.get(name)
         mark = "" if old == new else "  ← changed"
-        console.print(Text(f"  {name:<16} {_num(old)} → {_num(new)}{mark}", style="" if mark else "dim"))
+        console.print(Text(printable(f"  {name:<16} {_num(old)} → {_num(new)}{mark}", lines=False),
+                           style="" if mark else "dim"))
     if item.after.error and item.after.error != item.before.error:
-        console.print(Text(f"  {item.after.termination_reason}: {item.after.error}", style="red"))
+        console.print(Text(printable(f"  {item.after.termination_reason}: {item.after.error}"), style="red"))
     for rec in item.logs:
         print_record(console, item.before.rollout_id, rec)
 

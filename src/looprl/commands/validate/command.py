@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from looprl.errors import UserError
+from looprl.utils.terminal import printable
 
 if TYPE_CHECKING:
     from looprl.envs.environment import Environment
@@ -42,7 +43,7 @@ class Checks:
     def report(self, name: str, problems: list[str]) -> bool:
         print(f"  {'✗' if problems else '✓'} {name}", flush=True)
         for p in problems:
-            print(f"      - {p}")
+            print(f"      - {printable(p)}")  # they quote the env's errors and output
         self.problems += problems
         return not problems
 
@@ -83,8 +84,8 @@ async def group_check(args: argparse.Namespace, first: Example, run_dir: Path, b
                               splits=["train"], timeout_s=600) as session:
         group = await session.roll_out(first, "train", 2)
     for r, calls in group:
-        print(f"      rollout {r.rollout_id}: {r.termination_reason}, rewards {r.rewards}, "
-              f"{r.turns} turns, {len(calls)} model calls, {len(r.logs)} log records")
+        print(printable(f"      rollout {r.rollout_id}: {r.termination_reason}, rewards {r.rewards}, "
+                        f"{r.turns} turns, {len(calls)} model calls, {len(r.logs)} log records", lines=False))
     checks.report("one group of 2 rollouts runs and is scored", result_problems([r for r, _ in group]))
 
 

@@ -88,3 +88,16 @@ async def test_the_runtime_holds_any_environment_to_the_transcript_cap():
     assert len(long.messages) == 5 and size(long.messages) <= 100_000  # the prompt and four replies fit
     assert "reached 200,3" in long.error and "keeps its first 5 of 11 messages" in long.error
     assert [r.termination_reason for r in others] == ["finished"] * 2
+
+
+def test_replay_holds_a_rollout_to_the_caps_its_run_had():
+    from looprl.commands.stored import transcript_caps
+    from looprl.envs.runtime_api import TranscriptCaps
+    from looprl.store.records import RunInfo
+
+    runtime = EnvRuntimeConfig(source="unused.py:Env", max_tool_result_chars=30_000, max_transcript_chars=100_000)
+    stored = RunInfo(run_id="r", kind="eval", env="unused.py:Env", env_name="e", model="m", created_at=0.0,
+                     config={"env": runtime.model_dump(mode="json")})
+    assert transcript_caps(stored) == caps_of(runtime) == CAPS
+    older = stored.model_copy(update={"config": {"env": {"source": "unused.py:Env"}}})
+    assert transcript_caps(older) == TranscriptCaps(), "a run stored before the caps existed was not capped"

@@ -49,7 +49,7 @@ class EnvSource(Strict):
     max_transcript_chars: int = Field(4_000_000, ge=1)
     """Largest transcript a rollout may reach (its messages as JSON): past it the rollout ends as the
     operational failure `transcript_too_large`, with the messages that fit."""
-    max_message_bytes: int = Field(1 << 30, ge=4096)
+    max_message_bytes: int = Field(1 << 30, ge=1 << 16)
     """Largest message between an env server and its workers (a group's results travel as one): a rollout
     whose result does not fit ends as `message_too_large`; the rest of its group and the run go on."""
 

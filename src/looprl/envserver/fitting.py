@@ -1,7 +1,7 @@
 """A group's results made sendable in one `GroupDone`: a bad result fails its own rollout, not the group.
 
-A worker answers each group with one protocol line (`looprl.envserver.lines`). Before it sends it,
-`fit_results` fails each result that cannot be sent, and only those:
+A worker answers each group with one protocol line (`looprl.envserver.lines`). When that line cannot be
+sent, `fit_results` fails each result that cannot be sent, and only those:
 
 - a result holding a value JSON cannot carry (an object in a message) ends as `env_error`;
 - while the line would be longer than `env.max_message_bytes`, the largest result ends as

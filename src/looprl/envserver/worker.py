@@ -18,10 +18,10 @@ next line of env code runs (a worker killed right after keeps it) and records, r
 stay in order, from any thread. A `Watchdog` reports rollouts whose code blocks the event loop past
 their timeout. When stdin closes the worker closes the env and exits.
 
-No message goes out longer than `env.max_message_bytes` (`looprl.envserver.lines`): a group's results are
-fitted first (`looprl.envserver.fitting`: a result too large or not serialisable fails its own rollout), a
-report or a log record that does not fit is dropped (the group's results still come), a dataset that does
-not fit fails `create_dataset` with a message that says so. Whatever goes wrong while a group's results are
+No message goes out longer than `env.max_message_bytes` (`looprl.envserver.lines`): a group's results
+that do not fit in one line are fitted (`looprl.envserver.fitting`: a result too large or not serialisable
+fails its own rollout), a report or a log record that does not fit is dropped (the group's results still
+come), a dataset that does not fit fails `create_dataset` with a message that says so. Whatever goes wrong while a group's results are
 made and sent, the group is answered: its rollouts end as `env_error` with the cause.
 """
 
@@ -93,15 +93,19 @@ def _take_protocol_pipes() -> tuple[int, int]:
 
 
 class Channel:
-    """The protocol's outgoing pipe: each message written whole, at once, from any thread; one longer than
-    `limit` bytes is refused (`MessageTooLarge`) unless `checked` is False."""
+    """The protocol's outgoing pipe: each message written whole, at once, from any thread; `send` refuses one
+    longer than `limit` bytes (`MessageTooLarge`)."""
 
     def __init__(self, fd: int, limit: int) -> None:
         self.fd, self.limit = fd, limit
         self._lock = threading.Lock()
 
-    def send(self, message: BaseModel, *, checked: bool = True) -> None:
-        data = memoryview(encode_within(message, self.limit) if checked else encode(message))
+    def send(self, message: BaseModel) -> None:
+        self.write(encode_within(message, self.limit))
+
+    def write(self, line: bytes) -> None:
+        """Write one encoded message, whatever its length."""
+        data = memoryview(line)
         with self._lock:
             while data:
                 data = data[os.write(self.fd, data):]
@@ -148,6 +152,7 @@ class Worker:
         self.log.bind(rollout=",".join(rollout_ids)).error(
             "env code has blocked the event loop for {:.1f} s, past the rollout timeout; stuck at:\n{}",
             blocked_s, stack)
+        stack = stack[-self.channel.limit // 2:]  # the innermost frames: a deep stack must not outgrow the line
         self.send(WorkerBlocked(rollout_ids=rollout_ids, blocked_s=blocked_s, stack=stack))
 
     async def handle(self, message: CreateDataset | RunGroup | ScoreGroup) -> None:
@@ -181,24 +186,25 @@ class Worker:
             finally:
                 for rid in request.rollout_ids:
                     self.timeouts.pop(rid, None)
-            results, failures = fit_results(message_id, request, results, self.channel.limit)
-            for rid, record in failures:
-                self.send_record(rid, record)
+            try:
+                line = encode_within(GroupDone(id=message_id, results=results), self.channel.limit)
+            except UNSENDABLE:
+                results, failures = fit_results(message_id, request, results, self.channel.limit)
+                for rid, record in failures:
+                    self.send_record(rid, record)
+                # still too long when even the prompts are: the server reads it out and fails the group
+                line = encode(GroupDone(id=message_id, results=results))
             for r in results:
                 if not r.scored:
                     self.log.bind(rollout=r.rollout_id).warning("rollout ended {}: {}", r.termination_reason,
                                                                 (r.error or "").partition("\n")[0])
             log.info("{} {} done: {}", what, request.group_id, dict(Counter(r.termination_reason for r in results)))
-            answer = GroupDone(id=message_id, results=results)
-            try:
-                self.send(answer)
-            except UNSENDABLE:  # too long even with prompts only: the server reads it out and fails the group
-                self.channel.send(answer, checked=False)
+            self.channel.write(line)
         except Exception as e:
             log.opt(exception=e).error("{} {}: its results could not be sent", what, request.group_id)
             error = f"the env worker could not send this group's results: {type(e).__name__}: {e}"
-            self.channel.send(GroupDone(id=message_id, results=failed_results(request, "env_error", error, started)),
-                              checked=False)
+            self.channel.write(encode(GroupDone(id=message_id, results=failed_results(request, "env_error", error,
+                                                                                      started))))
 
     async def create_dataset(self, message: CreateDataset) -> None:
         try:

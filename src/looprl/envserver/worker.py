@@ -21,8 +21,9 @@ their timeout. When stdin closes the worker closes the env and exits.
 No message goes out longer than `env.max_message_bytes` (`looprl.envserver.lines`): a group's results
 that do not fit in one line are fitted (`looprl.envserver.fitting`: a result too large or not serialisable
 fails its own rollout), a report or a log record that does not fit is dropped (the group's results still
-come), a dataset that does not fit fails `create_dataset` with a message that says so. Whatever goes wrong while a group's results are
-made and sent, the group is answered: its rollouts end as `env_error` with the cause.
+come), a dataset that does not fit fails `create_dataset` with a message that says so. Whatever goes
+wrong while a group's results are made and sent, the group is answered: its rollouts end as `env_error`
+with the cause.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from typing import Any
 from looprl.config import OrchestratorConfig
 from looprl.envs.base_env import BaseEnv
 from looprl.envs.environment import Environment
+from looprl.envs.runtime_api import TranscriptCaps
 from looprl.envs.types import Example
 from looprl.envserver.loading import instantiate, load_env_class
 from looprl.errors import UserError
@@ -31,6 +32,14 @@ def env_args(run: RunInfo) -> dict[str, Any]:
     if isinstance(env, dict):  # rl's [env], eval's env runtime config
         return dict(env.get("args", {}))
     return dict(run.config.get("env_args", {}))  # an eval run stored before its config held the env runtime
+
+
+def transcript_caps(run: RunInfo) -> TranscriptCaps:
+    """The caps the run held its rollouts to (`env.max_tool_result_chars`, `env.max_transcript_chars`), so that
+    a replay cuts tool results as the run did; none for a run stored before they existed."""
+    env = run.config.get("env")
+    env = env if isinstance(env, dict) else {}
+    return TranscriptCaps(env.get("max_tool_result_chars"), env.get("max_transcript_chars"))
 
 
 def load_env(run: RunInfo, override: str | None) -> Environment:

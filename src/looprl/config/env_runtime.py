@@ -43,6 +43,15 @@ class EnvSource(Strict):
     """Keyword arguments for the env constructor."""
     workers: int = Field(1, ge=1)
     """Env worker processes per split (env code never runs in the orchestrator's process)."""
+    max_tool_result_chars: int = Field(100_000, ge=1)
+    """Longest tool result `BaseEnv` shows the model: a longer one keeps its first this many characters and
+    ends in a marker saying how many were cut (the stored transcript holds what the model saw)."""
+    max_transcript_chars: int = Field(4_000_000, ge=1)
+    """Largest transcript a rollout may reach (its messages as JSON): past it the rollout ends as the
+    operational failure `transcript_too_large`, with the messages that fit."""
+    max_message_bytes: int = Field(1 << 30, ge=1 << 16)
+    """Largest message between an env server and its workers (a group's results travel as one): a rollout
+    whose result does not fit ends as `message_too_large`; the rest of its group and the run go on."""
 
 
 class EnvRuntimeConfig(EnvSource):

@@ -7,6 +7,9 @@ engine's context limit), `max_turns_exceeded`, or `tool_budget_exceeded`. Tool-c
 model makes (unknown tool, malformed or non-object JSON arguments) become tool messages it can read,
 and the rollout goes on. A `run_tool` that raises, or returns something that is neither a str nor
 JSON-serialisable, raises `ToolError`; model/HTTP errors raise `ModelError`.
+
+The run's caps (`looprl.envs._caps`) hold here: a tool result past its cap is cut, with a marker, before
+the model reads it; a transcript past its cap ends the rollout as `transcript_too_large`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 import openai
 from openai.types.chat import ChatCompletion
 
+from looprl.envs._caps import TRANSCRIPT_TOO_LARGE, current_caps, cut_tool_result, message_chars, transcript_error
+from looprl.envs.failures import RolloutFailure
 from looprl.envs.types import Message, Tool
 
 if TYPE_CHECKING:
@@ -72,6 +77,7 @@ async def run_chat_loop(env: BaseEnv, rollout: BaseRollout, client: openai.Async
     tool_names = {t["function"]["name"] for t in tools}
     max_turns = env.max_turns
     assert max_turns is not None
+    transcript = _Transcript(rollout.messages)
     while rollout.termination_reason is None:
         if rollout.turns >= max_turns:
             rollout.termination_reason = "max_turns_exceeded"
@@ -92,7 +98,7 @@ async def run_chat_loop(env: BaseEnv, rollout: BaseRollout, client: openai.Async
             raise ModelError("model call returned no choices")
         choice = response.choices[0]
         rollout.turns += 1
-        rollout.messages.append(assistant_message(choice.message))
+        transcript.append(assistant_message(choice.message))
         if choice.finish_reason == "length":
             rollout.termination_reason = "output_exceeded"
             return
@@ -106,7 +112,27 @@ async def run_chat_loop(env: BaseEnv, rollout: BaseRollout, client: openai.Async
             rollout.tool_calls += 1
             function = call.function  # type: ignore[union-attr]  # only custom tools get custom calls; BaseEnv offers none
             content = await _run_one_tool(env, rollout.rollout_id, function.name, function.arguments, tool_names)
-            rollout.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            content = cut_tool_result(function.name, content, current_caps().max_tool_result_chars)
+            transcript.append({"role": "tool", "tool_call_id": call.id, "content": content})
+
+
+class _Transcript:
+    """A rollout's messages with their size kept as they grow; past the run's cap the rollout fails."""
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.messages, self.limit = messages, current_caps().max_transcript_chars
+        self.chars = sum(map(message_chars, messages)) if self.limit is not None else 0
+        self._check()
+
+    def append(self, message: Message) -> None:
+        self.messages.append(message)
+        if self.limit is not None:
+            self.chars += message_chars(message)
+            self._check()
+
+    def _check(self) -> None:
+        if self.limit is not None and self.chars > self.limit:
+            raise RolloutFailure(TRANSCRIPT_TOO_LARGE, transcript_error(self.chars, self.limit))
 
 
 async def _run_one_tool(env: BaseEnv, rollout_id: str, name: str, arguments: str, tool_names: set[str]) -> str:
@@ -120,8 +146,6 @@ async def _run_one_tool(env: BaseEnv, rollout_id: str, name: str, arguments: str
         return f"Error: the arguments of {name} are not valid JSON ({e.msg} at column {e.colno}): {arguments[:200]}"
     if not isinstance(args, dict):
         return f"Error: the arguments of {name} must be a JSON object, got {type(args).__name__}."
-    from looprl.envs.failures import RolloutFailure
-
     try:
         result = await env.run_tool(rollout_id, name, **args)
     except RolloutFailure:

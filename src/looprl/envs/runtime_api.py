@@ -13,12 +13,15 @@ runtime depends on is listed here, in one place.
 - `BaseEnv`'s scoring steps run alone, on rollouts rebuilt from results (`rollout_from_result`):
   `score_rollout` (`compute_reward`), `score_group` (`compute_group_rewards`), and `score_waiting`
   (the group hook on rollouts whose worker died while they waited for it);
+- the run's caps on a tool result and a transcript (`TranscriptCaps`, `capped_to`), and the size and error
+  the runtime holds every environment's transcripts to (`transcript_chars`, `transcript_error`);
 - the reward checks `BaseEnv` applies to its hooks' results (`check_reward_dict`, `InvalidReward`), for
   adapters of other frameworks' envs that score through hooks of their own (`looprl.interop`).
 """
 
 from __future__ import annotations
 
+from looprl.envs._caps import TRANSCRIPT_TOO_LARGE, TranscriptCaps, capped_to, transcript_chars, transcript_error
 from looprl.envs._model_client import aclose_pool, warm_up
 from looprl.envs._progress import Reporter, reporting_to
 from looprl.envs._rewards_check import InvalidReward, check_reward_dict
@@ -27,15 +30,20 @@ from looprl.envs.rollout import BaseRollout
 from looprl.envs.types import Example, GroupRequest, RolloutResult
 
 __all__ = [
+    "TRANSCRIPT_TOO_LARGE",
     "InvalidReward",
     "Reporter",
+    "TranscriptCaps",
     "aclose_pool",
+    "capped_to",
     "check_reward_dict",
     "reporting_to",
     "rollout_from_result",
     "score_group",
     "score_rollout",
     "score_waiting",
+    "transcript_chars",
+    "transcript_error",
     "warm_up",
 ]
 

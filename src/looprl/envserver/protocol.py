@@ -2,8 +2,9 @@
 
 The server (`looprl.envserver.server.EnvServer`, in the orchestrator process) writes to a worker's
 stdin; the worker (`looprl.envserver.worker`) answers on a private copy of its stdout (its real
-stdout and stderr go to `env_worker_{id}.log`). Every message has a `kind`; replies name the
-request they answer by `id`. Closing the worker's stdin asks it to close the env and exit.
+stdout and stderr go to `env_worker_{id}.log`). Every message has a `kind` (written first); replies name the
+request they answer by `id` (written second). A line is at most `env.max_message_bytes` long
+(`looprl.envserver.lines`). Closing the worker's stdin asks it to close the env and exit.
 
 While a group runs, the worker streams what must survive its death, in order, before `GroupDone`:
 each captured log record (`RolloutLog`) as it is emitted, and each rollout as soon as it is settled
@@ -22,9 +23,6 @@ from pydantic import BaseModel, Field, TypeAdapter
 
 from looprl.config.env_runtime import EnvRuntimeConfig
 from looprl.envs.types import DatasetSplit, Example, GroupRequest, LogRecordData, RolloutResult
-
-MAX_LINE_BYTES = 1 << 30
-"""Largest message (a group's transcripts and log records travel as one line)."""
 
 
 class WorkerConfig(BaseModel):

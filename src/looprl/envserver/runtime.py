@@ -11,6 +11,9 @@ The env worker also passes a record `sink` (records stream out as they are emitt
 carry only the counts) and a `reporter` (`BaseEnv` reports each rollout as soon as it is settled, and
 when `compute_group_rewards` starts). `score_waiting_captured` runs only `compute_group_rewards`, the
 same way, on rollouts whose worker died while they waited for it.
+
+The run's caps (`caps_of`: `env.max_tool_result_chars`, `env.max_transcript_chars`) hold around the group, and
+every result, whatever environment made it, is held to the transcript cap (`within_transcript_cap`).
 """
 
 from __future__ import annotations
@@ -20,10 +23,20 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from looprl.config.env_runtime import EnvSource
 from looprl.envs.base_env import BaseEnv
 from looprl.envs.environment import Environment
 from looprl.envs.logging import attribute_group
-from looprl.envs.runtime_api import Reporter, reporting_to, score_waiting
+from looprl.envs.runtime_api import (
+    TRANSCRIPT_TOO_LARGE,
+    Reporter,
+    TranscriptCaps,
+    capped_to,
+    reporting_to,
+    score_waiting,
+    transcript_chars,
+    transcript_error,
+)
 from looprl.envs.types import GroupRequest, RolloutResult
 from looprl.envserver.capture import LogBuffer, LogLimits, RecordSink, close_capture, failure_record, open_capture
 
@@ -36,6 +49,30 @@ def failed_results(request: GroupRequest, reason: str, error: str, started_at: f
                           example_args=request.example.example_args, termination_reason=reason, error=error,
                           started_at=started_at, finished_at=now)
             for rid in request.rollout_ids]
+
+
+def caps_of(env: EnvSource) -> TranscriptCaps:
+    """The run's caps on a tool result and a transcript."""
+    return TranscriptCaps(env.max_tool_result_chars, env.max_transcript_chars)
+
+
+def within_transcript_cap(result: RolloutResult, limit: int | None) -> RolloutResult:
+    """`result`, or, when its transcript is past `limit` characters, the failure `transcript_too_large` that keeps
+    the leading messages within the cap (`BaseEnv` ends such a rollout itself; other environments may not)."""
+    sizes = [transcript_chars([m]) for m in result.messages] if limit is not None else []
+    if limit is None or sum(sizes) <= limit:
+        return result
+    kept, total = 0, 0
+    while kept < len(sizes) and total + sizes[kept] <= limit:
+        total += sizes[kept]
+        kept += 1
+    reason, first_line = result.termination_reason, (result.error or "").partition("\n")[0]
+    error = (result.error or "") if reason == TRANSCRIPT_TOO_LARGE else transcript_error(sum(sizes), limit)
+    if reason != TRANSCRIPT_TOO_LARGE and not result.scored:
+        error += f" (it had ended {reason}: {first_line})"
+    error += f"; the stored transcript keeps its first {kept} of {len(sizes)} messages"
+    return result.model_copy(update={"messages": result.messages[:kept], "termination_reason": TRANSCRIPT_TOO_LARGE,
+                                     "error": error, "rewards": {}})
 
 
 @contextmanager
@@ -63,17 +100,20 @@ def _with_logs(results: dict[str, RolloutResult], buffers: list[LogBuffer]) -> l
 
 
 async def run_group_captured(env: Environment, request: GroupRequest, limits: LogLimits | None = None, *,
-                             sink: RecordSink | None = None, reporter: Reporter | None = None) -> list[RolloutResult]:
-    """Run `env.run_group(request)` with per-rollout log capture; never raises for env faults."""
+                             sink: RecordSink | None = None, reporter: Reporter | None = None,
+                             caps: TranscriptCaps | None = None) -> list[RolloutResult]:
+    """Run `env.run_group(request)` with per-rollout log capture, held to `caps`; never raises for env faults."""
     started = time.time()
+    caps = caps or TranscriptCaps()
     with _captured(request.rollout_ids, limits, sink) as buffers:
-        with reporting_to(reporter):
+        with reporting_to(reporter), capped_to(caps):
             try:
                 results = await env.run_group(request)
             except Exception as e:
                 error = f"run_group raised {type(e).__name__}: {e}\n" + "".join(traceback.format_exception(e)[-6:])
                 results = failed_results(request, "env_error", error, started)
-        by_id = {r.rollout_id: r for r in results if isinstance(r, RolloutResult)}
+        by_id = {r.rollout_id: within_transcript_cap(r, caps.max_transcript_chars)
+                 for r in results if isinstance(r, RolloutResult)}
         missing = [rid for rid in request.rollout_ids if rid not in by_id]
         if missing:
             error = f"{type(env).__name__}.run_group returned no result for rollouts {missing}"

@@ -14,6 +14,13 @@ bad environment cannot hang or kill the run:
   stuck where the watchdog cannot see (a C call that holds the GIL): its rollouts that are not done
   end as `timeout` and the worker is killed and respawned.
 
+No message between the server and a worker is longer than `env.max_message_bytes` (`looprl.envserver.lines`):
+a request too large to send fails its group as `message_too_large` here; a worker fits each group's results
+into one message, failing only the rollouts too large to send (`looprl.envserver.fitting`). A line that
+still comes in longer is read out and dropped, and the reader goes on with the next: an answer it can name
+settles its request (a group's rollouts end as `message_too_large`), a log record or a report is lost, and
+a line that names no request gets the worker killed, so that its groups settle as for any death.
+
 What a worker streams while a group runs survives its death: every log record, each rollout that
 was already settled (`RolloutSettled`), when each `rollout_context` exit starts and completes
 (`ContextExit`), and whether `compute_group_rewards` had started (`GroupHookStarted`). What each
@@ -38,9 +45,17 @@ from pydantic import BaseModel
 
 from looprl.config.env_runtime import EnvRuntimeConfig
 from looprl.envs.types import DatasetSplit, Example, GroupRequest, RolloutResult
+from looprl.envserver.capture import failure_record
+from looprl.envserver.lines import (
+    MESSAGE_TOO_LARGE,
+    MessageTooLarge,
+    Overlong,
+    encode_within,
+    read_line,
+    too_large_error,
+)
 from looprl.envserver.loading import env_name
 from looprl.envserver.protocol import (
-    MAX_LINE_BYTES,
     ContextExit,
     CreateDataset,
     DatasetReady,
@@ -56,7 +71,6 @@ from looprl.envserver.protocol import (
     WorkerFailed,
     WorkerReady,
     decode_from_worker,
-    encode,
 )
 from looprl.envserver.runtime import failed_results
 from looprl.envserver.settlement import (
@@ -73,6 +87,10 @@ from looprl.paths import env_server_log_path, env_worker_log_path
 from looprl.utils.logger import make_logger
 
 STOP_TIMEOUT_S = 10.0
+STREAMED = frozenset({"log", "rollout", "context_exit", "group_hook_started"})
+"""Kinds of worker message streamed while a group runs (a lost one loses a record or a report, not the group)."""
+ANSWERS = frozenset({"group_done", "dataset", "request_failed"})
+"""Kinds of worker message that answer a request, which they name by `id`."""
 WORKER_MAIN = "import sys; from looprl.envserver.worker import main; sys.exit(main(sys.argv))"
 
 
@@ -113,14 +131,19 @@ class EnvServer:
         with self.worker_log_path(slot.worker_id).open("ab") as log_file:
             slot.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-c", WORKER_MAIN, config, stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=log_file, limit=MAX_LINE_BYTES)
+                stdout=asyncio.subprocess.PIPE, stderr=log_file, limit=self.runtime.max_message_bytes)
         self.log.info("worker {} started (pid {})", slot.worker_id, slot.proc.pid)
         assert slot.proc.stdout is not None
-        while line := await slot.proc.stdout.readline():
+        while line := await read_line(slot.proc.stdout):
+            if isinstance(line, Overlong):
+                self._overlong(slot, line)
+                continue
             try:
-                self._receive(slot, decode_from_worker(line))
+                message = decode_from_worker(line)
             except ValueError as e:
                 self.log.error("worker {}: malformed message: {}", slot.worker_id, e)
+                continue
+            self._receive(slot, message)
         code = await slot.proc.wait()
         self._on_exit(slot, code)
 
@@ -166,6 +189,32 @@ class EnvServer:
             else:
                 error_type = UserError if message.user_error else RuntimeError
                 pending.future.set_exception(error_type(f"create_dataset({self.split!r}) failed: {message.error}"))
+
+    def _overlong(self, slot: WorkerSlot, line: Overlong) -> None:
+        """A line from a worker over the limit, read out and dropped: settle what it answered, if it says."""
+        kind, ident = line.names() or ("", "")
+        limit = self.runtime.max_message_bytes
+        what = f"a {line.size:,}-byte {kind or 'unreadable'} message from env worker {slot.worker_id}"
+        self.log.error("{} is over env.max_message_bytes ({:,}); dropped", what, limit)
+        if kind in STREAMED:
+            return  # a record or a report lost; the group's answer still comes
+        if kind not in ANSWERS:  # nothing says which groups it concerned: settle them all as for a death
+            self._kill(slot, {}, f"it sent {what}, which names no request")
+            return
+        pending = slot.pending.pop(ident, None)
+        if pending is None:
+            return
+        if pending.deadline is not None:
+            pending.deadline.cancel()
+        if pending.future.done():
+            return
+        error = too_large_error(what, limit)
+        if pending.request is None:
+            pending.future.set_exception(UserError(f"create_dataset({self.split!r}) failed: {error}"))
+            return
+        pending.future.set_result([r.model_copy(update={"logs": [*pending.logs.get(r.rollout_id, []),
+                                                                 failure_record(r.termination_reason, r.error)]})
+                                   for r in failed_results(pending.request, MESSAGE_TOO_LARGE, error, pending.started)])
 
     def _on_exit(self, slot: WorkerSlot, code: int) -> None:
         was_ready = slot.ready.done() and slot.ready.exception() is None
@@ -217,7 +266,7 @@ class EnvServer:
         try:
             scored = await self._request(ScoreGroup(id=f"{request.group_id}:score", request=narrowed, rollouts=waiting),
                                          narrowed)
-        except UserError:  # no worker could start
+        except (UserError, MessageTooLarge):  # no worker could start, or the rollouts are too large to send back
             scored = []
         except asyncio.CancelledError:
             p.future.cancel()
@@ -250,7 +299,9 @@ class EnvServer:
         return min(self._slots, key=lambda s: (s.ready.done() and s.ready.exception() is not None, len(s.pending)))
 
     async def _request(self, message: CreateDataset | RunGroup | ScoreGroup, request: GroupRequest | None) -> Any:
-        """Send a message to a worker and wait for its answer (or for the worker's death)."""
+        """Send a message to a worker and wait for its answer (or for the worker's death); `MessageTooLarge` when
+        the message is longer than a worker may read."""
+        data = encode_within(message, self.runtime.max_message_bytes)
         slot = self._pick()
         pending = PendingRequest(asyncio.get_running_loop().create_future(), request)
         if isinstance(message, ScoreGroup):  # its rollouts are done, and wait for the group hook here
@@ -269,7 +320,7 @@ class EnvServer:
                 3 * request.timeout_s + self.runtime.timeout_grace_s, self._overdue, slot, message.id)
         assert slot.proc is not None and slot.proc.stdin is not None
         try:
-            slot.proc.stdin.write(encode(message))
+            slot.proc.stdin.write(data)
             await slot.proc.stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             pass  # the worker is dying; `_on_exit` settles this request
@@ -301,6 +352,9 @@ class EnvServer:
             return await self._request(RunGroup(id=request.group_id, request=request), request)
         except UserError as e:  # no worker could start
             return failed_results(request, "env_worker_died", f"no env worker is running: {e}", time.time())
+        except MessageTooLarge as e:
+            return failed_results(request, MESSAGE_TOO_LARGE, too_large_error(f"the group's request ({e.size:,} bytes)",
+                                                                              e.limit), time.time())
 
     async def aclose(self) -> None:
         if self._closing:

@@ -6,10 +6,14 @@ token ids and logprobs, enforces the rollout's context budget, forwards the answ
 call under its rollout. The orchestrator opens a session before a rollout starts and collects its
 calls when it ends; requests for unknown sessions get 404, so stray traffic is never misattributed.
 
-Context budget: the rollout's context (prompt + completion tokens of its latest call) may not exceed
-`context_budget` tokens. A call whose context already reached the budget is refused with HTTP 400,
-code `context_budget_exceeded` (the env loop ends the rollout as `context_exceeded`); otherwise
-`max_tokens` is capped to the room left.
+Context budget: no call of a rollout may hold more than `context_budget` tokens (its prompt + its
+completion), the first call included. The gateway does not tokenize, so it caps each call's
+`max_tokens` to the room its lower bound on the prompt leaves (the previous call's context, which a
+multi-turn prompt extends; nothing on the first call). An answer that still does not fit, now that the
+upstream has counted the prompt, is asked for again with `max_tokens` set to exactly the room left (the
+first answer is discarded, unrecorded). A call whose prompt alone reaches the budget, or whose context
+already did, is refused with HTTP 400, code `context_budget_exceeded` (the env loop ends the rollout as
+`context_exceeded`), and so is an answer over the budget from an upstream that ignores `max_tokens`.
 
 Several upstreams (one per inference node or GPU, each serving the whole model): each rollout is
 given one when its session opens, in turn, so the requests spread evenly over them while a
@@ -56,6 +60,26 @@ RETRIED = (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.RemotePr
 
 def error_response(status: int, message: str, code: str, type_: str = "invalid_request_error") -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": type_, "code": code}}, status_code=status)
+
+
+@dataclass
+class Answer:
+    """An upstream's answer to one call: as received, its JSON (or an error body), and its record."""
+
+    response: UpstreamResponse
+    data: Any
+    parsed: bool
+    """`data` is the upstream's own JSON (forwarded as received)."""
+    call: ModelCall
+
+    def over(self, budget: int) -> bool:
+        """An answer that does not fit `budget`: its prompt reaches it, or its prompt and completion pass it."""
+        prompt, completion = self.call.prompt_tokens, self.call.completion_tokens
+        return self.call.status == 200 and (prompt >= budget or prompt + completion > budget)
+
+    def room_left(self, budget: int) -> int | None:
+        """For an answer over `budget` whose prompt is under it: the completion tokens that fit."""
+        return budget - self.call.prompt_tokens if self.over(budget) and self.call.prompt_tokens < budget else None
 
 
 @dataclass
@@ -148,9 +172,33 @@ class Gateway:
                                        f"({session.context_tokens} used)", "context_budget_exceeded")
         payload = apply_sampling(body, self.sampling, session.rollout_id, idx)
         payload["model"] = self.model
-        if budget is not None and session.context_tokens:
+        if budget is not None:  # the prompt holds at least the previous context
             room = budget - session.context_tokens
             payload["max_tokens"] = min(payload.get("max_tokens") or room, room)
+        answer = await self._ask(session, payload, idx)
+        if budget is not None and isinstance(answer, Answer) and (fits := answer.room_left(budget)):
+            get_logger().debug("rollout {}: call {} answered {} + {} tokens, over its context budget of {}; asking "
+                               "again with max_tokens {}", session.rollout_id, idx, answer.call.prompt_tokens,
+                               answer.call.completion_tokens, budget, fits)
+            answer = await self._ask(session, {**payload, "max_tokens": fits}, idx)
+        if not isinstance(answer, Answer):
+            return answer
+        call = answer.call
+        if budget is not None and answer.over(budget):
+            session.calls.append(call.model_copy(update={"status": 400, "error": "context_budget_exceeded"}))
+            what = (f"prompt of {call.prompt_tokens} tokens" if call.prompt_tokens >= budget else
+                    f"prompt and completion of {call.prompt_tokens} + {call.completion_tokens} tokens")
+            return error_response(400, f"{what} exceeds the rollout's context budget of {budget}",
+                                  "context_budget_exceeded")
+        session.calls.append(call)
+        if call.status == 200:
+            session.context_tokens = call.prompt_tokens + call.completion_tokens
+        if answer.parsed:  # the upstream's JSON, forwarded as received
+            return Response(answer.response.content, status_code=call.status, media_type="application/json")
+        return JSONResponse(answer.data, status_code=call.status)
+
+    async def _ask(self, session: Session, payload: dict[str, Any], idx: int) -> Answer | JSONResponse:
+        """One upstream call: its answer, or (recorded) the 502 the env gets when the upstream is unreachable."""
         started = time.time()
         try:
             response = await self._post(session, payload)
@@ -167,17 +215,7 @@ class Gateway:
             data = {"error": {"message": response.text[:2000], "type": "api_error", "code": "bad_upstream_response"}}
         error = None if response.status_code == 200 else str((data.get("error") or {}).get("message") or data)[:2000]
         call = record_call(session.rollout_id, idx, started, latency, response.status_code, data, error=error)
-        if budget is not None and response.status_code == 200 and call.prompt_tokens >= budget:
-            call = call.model_copy(update={"status": 400, "error": "context_budget_exceeded"})
-            session.calls.append(call)
-            return error_response(400, f"prompt of {call.prompt_tokens} tokens exceeds the rollout's context "
-                                       f"budget of {budget}", "context_budget_exceeded")
-        session.calls.append(call)
-        if response.status_code == 200:
-            session.context_tokens = call.prompt_tokens + call.completion_tokens
-        if data is parsed:  # the upstream's JSON, forwarded as received
-            return Response(response.content, status_code=response.status_code, media_type="application/json")
-        return JSONResponse(data, status_code=response.status_code)
+        return Answer(response, data, data is parsed, call)
 
     async def _post(self, session: Session, payload: dict[str, Any]) -> UpstreamResponse:
         url, rollout_id = f"{session.upstream}/chat/completions", session.rollout_id

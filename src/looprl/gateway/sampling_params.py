@@ -1,7 +1,10 @@
 """How the gateway applies the run's sampling (`looprl.config.SamplingParams`) to an env's request.
 
 For RL the sampling distribution belongs to the run, not to env code: `temperature` and `top_p` from
-the run override the request's; `max_tokens` is the smaller of both; `stop` is the union. A run
+the run override the request's; the completion limit is the smallest of the request's `max_tokens`, its
+`max_completion_tokens` (the newer OpenAI name, which vLLM prefers when both are given) and the run's
+`max_tokens`, sent upstream as `max_tokens` alone, so no field of the request can lift it (nor the
+gateway's context budget, applied on top); `stop` is the union. A run
 `seed` becomes a distinct per-call seed (derived from the rollout id and call index), so sibling
 rollouts stay diverse while the whole run stays reproducible.
 """
@@ -19,6 +22,14 @@ def call_seed(seed: int, rollout_id: str, idx: int) -> int:
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
+def completion_limit(body: dict[str, Any], run_max_tokens: int | None) -> int | None:
+    """The smallest of the request's `max_tokens` and `max_completion_tokens` and the run's `max_tokens`
+    (None: no limit; a request's value that is not a positive int counts as unset)."""
+    limits = [v for v in (body.get("max_tokens"), body.get("max_completion_tokens"), run_max_tokens)
+              if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+    return min(limits) if limits else None
+
+
 def apply_sampling(body: dict[str, Any], params: SamplingParams, rollout_id: str, idx: int) -> dict[str, Any]:
     """The request body to send upstream: the run's sampling plus vLLM's token-id and logprob fields."""
     out = dict(body)
@@ -26,9 +37,11 @@ def apply_sampling(body: dict[str, Any], params: SamplingParams, rollout_id: str
         out["temperature"] = params.temperature
     if params.top_p is not None:
         out["top_p"] = params.top_p
-    if params.max_tokens is not None:
-        requested = out.get("max_tokens") or out.pop("max_completion_tokens", None)
-        out["max_tokens"] = min(requested, params.max_tokens) if requested else params.max_tokens
+    limit = completion_limit(out, params.max_tokens)
+    out.pop("max_completion_tokens", None)
+    out.pop("max_tokens", None)
+    if limit is not None:
+        out["max_tokens"] = limit
     if params.seed is not None:
         out["seed"] = call_seed(params.seed, rollout_id, idx)
     if params.stop:

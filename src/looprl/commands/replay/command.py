@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from looprl.commands.replay.recorded_replies import Recording, ReplayServer, recorded_calls
-    from looprl.commands.stored import env_spec, load_env, reward_settings, stored_example
+    from looprl.commands.stored import env_spec, load_env, reward_settings, stored_example, transcript_caps
     from looprl.envs.base_env import BaseEnv
     from looprl.envs.types import GroupRequest
     from looprl.envserver.capture import install_capture
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         request = GroupRequest(group_id=record.group_id, example=stored_example(record), split=record.split,
                                rollout_ids=[r.rollout_id for r in group], model=run_info.model,
                                base_url_template=url_template)
-        results = asyncio.run(_run_group(env, request))
+        results = asyncio.run(_run_group(env, request, transcript_caps(run_info)))
     result = next(r for r in results if r.rollout_id == record.rollout_id)
     console = Console(highlight=False, soft_wrap=True)
     console.print(f"replayed rollout {markup_safe(record.rollout_id)} of {markup_safe(run_info.run_id)} with "
@@ -84,12 +84,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _run_group(env, request) -> list[RolloutResult]:
+async def _run_group(env, request, caps) -> list[RolloutResult]:
     from looprl.envs.runtime_api import aclose_pool
     from looprl.envserver.runtime import run_group_captured
 
     try:
-        return await run_group_captured(env, request)
+        return await run_group_captured(env, request, caps=caps)
     finally:
         await env.aclose()
         await aclose_pool()

@@ -57,6 +57,8 @@ class _Request:
     future: asyncio.Future[list[Completion]]
     loop: asyncio.AbstractEventLoop
     completions: list[Completion | None] = field(default_factory=list)
+    generator: torch.Generator | None = None
+    """The request's own, when it has a seed: its `n` rows draw from it in turn."""
 
 
 @dataclass
@@ -146,9 +148,15 @@ class Engine:
             if rows and rows + head.n > self.max_batch_size:
                 break
             self._waiting.popleft()
-            if not head.future.done():  # else cancelled while waiting
-                admitted.append(head)
-                rows += head.n
+            if head.future.done():  # cancelled while waiting
+                continue
+            try:
+                head.generator = _generator(head.params.seed, self.model.device)
+            except ValueError as e:  # this request's own fault: it fails alone, before it joins the batch
+                _resolve(head, error=e)
+                continue
+            admitted.append(head)
+            rows += head.n
         for group in _prefill_groups(_same_prompts(admitted)):
             requests = [r for same in group for r in same]  # the order of `prefill`'s rows
             try:
@@ -159,13 +167,9 @@ class Engine:
                 for request in requests:
                     _resolve(request, error=e)
                 continue
+            new_rows = [_Row(request, i, request.generator) for request in requests for i in range(request.n)]
+            self._rows.extend(new_rows)  # first: if joining the batch fails, `_loop` fails these requests too
             self._batch.add(new)
-            new_rows = []
-            for request in requests:
-                seed = request.params.seed
-                generator = None if seed is None else torch.Generator(self.model.device).manual_seed(seed)
-                new_rows += [_Row(request, i, generator) for i in range(request.n)]
-            self._rows.extend(new_rows)
             self._advance(new_rows, new.logits)
 
     def _step(self) -> None:
@@ -241,6 +245,16 @@ def single_threaded_caller() -> int:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     return threads
+
+
+def _generator(seed: int | None, device: torch.device) -> torch.Generator | None:
+    """A generator seeded with `seed` on `device` (None without a seed); ValueError for a seed torch cannot take."""
+    if seed is None:
+        return None
+    try:
+        return torch.Generator(device).manual_seed(seed)
+    except (RuntimeError, ValueError) as e:
+        raise ValueError(f"seed {seed} is outside the range a torch.Generator accepts ({e})") from e
 
 
 def _same_prompts(requests: list[_Request]) -> list[list[_Request]]:

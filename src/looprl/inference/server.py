@@ -29,6 +29,7 @@ from looprl.handoff.shared_weights import Superseded
 from looprl.inference import protocol as p
 from looprl.inference.chat import ChatFormatError, parse_tool_calls, render_prompt
 from looprl.inference.engine import Completion, Engine
+from looprl.inference.kv_budget import KVBudgetExceeded
 from looprl.inference.token_sampling import SamplingParams
 from looprl.inference.weight_update import WeightsError, load_update
 
@@ -83,7 +84,10 @@ def create_app(engine: Engine, served_model_name: str) -> FastAPI:
         except ChatFormatError as e:
             raise ApiError(400, str(e), "invalid_messages") from e
         params = _sampling_params(body, len(prompt_ids), engine.max_context)
-        completions = await engine.generate(prompt_ids, params, body.n)
+        try:
+            completions = await engine.generate(prompt_ids, params, body.n)
+        except KVBudgetExceeded as e:
+            raise ApiError(400, str(e), "kv_budget_exceeded") from e
         parse_tools = bool(body.tools) and body.tool_choice != "none"
         choices = await asyncio.to_thread(_choices, completions, body, engine.tokenizer, parse_tools)
         completion_tokens = sum(len(c.token_ids) for c in completions)

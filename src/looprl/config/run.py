@@ -71,6 +71,12 @@ class InferenceConfig(Strict):
     Must divide the engine's GPUs (`[deployment].inference_gpus`, or `slurm.gpus_per_node`)."""
     max_batch_size: int = Field(64, ge=1)
     """Most sequences decoded together (vLLM's `--max-num-seqs`)."""
+    max_kv_tokens: int | None = Field(None, ge=1)
+    """The embedded engine's KV-cache budget, in tokens of one row (rows x the longest row, as its padded cache
+    holds them): a request joins the batch only if its prompt plus `max_tokens` fits beside the rows running,
+    else it waits; one that cannot fit alone fails with 400 `kv_budget_exceeded`. Default: 70% of the device's
+    memory free once the model is loaded (a GPU's within `--gpu-memory-fraction`). vLLM sizes its own cache
+    (`--gpu-memory-utilization` or `--kv-cache-memory-bytes` in `vllm_args`)."""
     vllm_python: str | None = None
     """The interpreter that runs vLLM (its own virtual environment); default: this one if it imports
     vllm, else `.venv-vllm/bin/python` (what `make vllm` builds)."""
@@ -78,6 +84,13 @@ class InferenceConfig(Strict):
     """Extra `vllm serve` flags, last on its command line, e.g. `["--gpu-memory-utilization", "0.5"]`."""
     tool_call_parser: str | None = "hermes"
     """vLLM's tool-call parser for the model's chat template (None: no tool calls parsed)."""
+
+    @model_validator(mode="after")
+    def _kv_budget_is_the_embedded_engines(self) -> InferenceConfig:
+        if self.max_kv_tokens is not None and self.backend == "vllm":
+            raise ValueError("inference.max_kv_tokens sizes the embedded engine's KV cache; vLLM sizes its own: set "
+                             "--gpu-memory-utilization or --kv-cache-memory-bytes in inference.vllm_args")
+        return self
 
 
 class LogConfig(Strict):

@@ -41,6 +41,7 @@ def engine_process(cfg: InferenceConfig, model: str, log_path: Path | None = Non
     if cfg.backend == "embedded":
         return EngineProcess(model, log_path=log_path, host=host, port=port,
                              extra_args=["--max-batch-size", str(cfg.max_batch_size), "--dtype", cfg.dtype,
+                                         *(["--max-kv-tokens", str(cfg.max_kv_tokens)] if cfg.max_kv_tokens else []),
                                          *(log_args or [])])
     from looprl.inference.vllm.launch import VllmProcess, vllm_python
     from looprl.model_loading import resolve_model

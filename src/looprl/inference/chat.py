@@ -58,6 +58,7 @@ def render_prompt(tokenizer: Any, messages: list[ChatMessage], tools: list[Tool]
             text = tokenizer.apply_chat_template(_hermes(dicts, tool_dicts), tokenize=False, add_generation_prompt=True)
     except TemplateError as e:  # templates raise on conversations they reject (e.g. roles out of order)
         raise ChatFormatError(f"the chat template rejected these messages: {e}") from e
+    # a fast tokenizer's call encodes through Rust's `encode_batch`, which releases the GIL (its `encode` does not)
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 

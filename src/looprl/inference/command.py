@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"most of the GPU's memory the engine may take (default: ${MEMORY_FRACTION_ENV}, which "
                              "`looprl rl` sets when engine and trainer share a GPU; else no cap)")
     parser.add_argument("--max-batch-size", type=int, default=64, help="most sequences decoded together (default: 64)")
+    parser.add_argument("--max-kv-tokens", type=int, default=None,
+                        help="the KV cache's budget in tokens (rows x longest row); requests beyond it wait "
+                             "(default: 0.7 of the device's memory free once the model is loaded)")
     parser.add_argument(
         "--logprobs-mode",
         default="raw_logprobs",
@@ -58,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     path = resolve_model(args.model)  # a bad name fails here, before the heavy imports below
     from looprl.inference.device import engine_device, limit_memory
     from looprl.inference.engine import Engine, single_threaded_caller
+    from looprl.inference.kv_budget import kv_bytes_per_token
     from looprl.inference.server import create_app
 
     threads = single_threaded_caller()  # the torch compute is the engine thread's
@@ -68,7 +72,12 @@ def run(args: argparse.Namespace) -> int:
     logger.info("loading {} from {} onto {} ({})", args.model, path, device, dtype)
     model, tokenizer = load_model_and_tokenizer(str(path), dtype=dtype, device=device)
     engine = Engine(model, tokenizer, max_batch_size=args.max_batch_size, logprobs_mode=args.logprobs_mode,
-                    threads=threads)
+                    threads=threads, max_kv_tokens=args.max_kv_tokens)
+    logger.info("KV-cache budget: {} tokens ({:.2f} GiB)", engine.max_kv_tokens,
+                engine.max_kv_tokens * kv_bytes_per_token(model) / 2**30)
+    if engine.max_kv_tokens < engine.max_context:
+        logger.warning("the KV-cache budget ({} tokens) is below the model's context ({}): longer requests fail",
+                       engine.max_kv_tokens, engine.max_context)
     app = create_app(engine, args.served_model_name or args.model)
     # log_config=None: uvicorn's records go through stdlib logging into the process logger
     uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False)
@@ -77,8 +86,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_vllm(args: argparse.Namespace) -> int:
     from looprl.config import InferenceConfig
+    from looprl.errors import UserError
     from looprl.inference.backends import engine_process
 
+    if args.max_kv_tokens is not None:
+        raise UserError("--max-kv-tokens sizes the embedded engine's KV cache; vLLM sizes its own "
+                        "(--gpu-memory-utilization)")
     cfg = InferenceConfig(backend="vllm", vllm_python=args.vllm_python, max_batch_size=args.max_batch_size,
                           dtype=args.dtype)
     engine = engine_process(cfg, args.model, host=args.host, port=args.port)

@@ -4,7 +4,9 @@ Requests (and weight updates) enter a thread-safe queue from the server's event 
 decode steps the scheduler thread admits waiting requests in arrival order: they are prefilled
 together (each distinct prompt once, however many sibling requests share it, and a prefix all of them
 share once: `batch.prefill`) and their `n` rows
-each join the running batch, so a new request never waits for the batch to drain. Every
+each join the running batch, so a new request never waits for the batch to drain, as long as the
+batch's KV cache stays within its budget (`kv_budget`: rows x the longest span a row can reach, at most
+`max_kv_tokens`; beyond it requests wait, in order, for rows to finish). Every
 step decodes one token for all rows in one forward pass, samples each row with its own parameters,
 and retires rows on EOS, a stop string, `max_tokens` or the context limit.
 
@@ -31,6 +33,7 @@ from typing import Any
 import torch
 
 from looprl.inference.batch import DecodeBatch, TransformersForward, model_forward, prefill
+from looprl.inference.kv_budget import KVBudgetExceeded, default_max_kv_tokens
 from looprl.inference.token_sampling import LogprobsMode, SamplingParams, sample
 from looprl.inference.weight_update import WeightUpdate
 from looprl.utils.logger import get_logger
@@ -57,6 +60,8 @@ class _Request:
     future: asyncio.Future[list[Completion]]
     loop: asyncio.AbstractEventLoop
     completions: list[Completion | None] = field(default_factory=list)
+    generator: torch.Generator | None = None
+    """The request's own, when it has a seed: its `n` rows draw from it in turn."""
 
 
 @dataclass
@@ -64,6 +69,8 @@ class _Row:
     request: _Request
     index: int
     generator: torch.Generator | None
+    span: int
+    """The most cache columns this row can reach: its prefill's length plus the tokens it may generate."""
     completion: Completion = field(default_factory=Completion)
 
 
@@ -72,11 +79,13 @@ class Engine:
 
     def __init__(
         self, model: Any, tokenizer: Any, *, max_batch_size: int = 64, logprobs_mode: LogprobsMode = "raw_logprobs",
-        threads: int | None = None,
+        threads: int | None = None, max_kv_tokens: int | None = None,
     ) -> None:
-        """`threads`: torch's CPU threads on the engine thread (`single_threaded_caller`); None leaves them."""
+        """`threads`: torch's CPU threads on the engine thread (`single_threaded_caller`); None leaves them.
+        `max_kv_tokens`: the KV cache's budget; None: `kv_budget.default_max_kv_tokens` (from free memory)."""
         self.model, self.tokenizer, self.threads = model, tokenizer, threads
         self.max_batch_size, self.logprobs_mode = max_batch_size, logprobs_mode
+        self.max_kv_tokens = max_kv_tokens or default_max_kv_tokens(model)
         self.max_context = int(model.config.max_position_embeddings)
         eos = model.generation_config.eos_token_id
         self.eos_ids = {tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}
@@ -95,9 +104,16 @@ class Engine:
         self._thread.join()
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams, n: int = 1) -> list[Completion]:
-        """The `n` completions of one prompt; cancelling the await drops its rows from the batch."""
+        """The `n` completions of one prompt; cancelling the await drops its rows from the batch.
+        `KVBudgetExceeded` at once if its rows could never fit in the KV-cache budget."""
         loop = asyncio.get_running_loop()
         request = _Request(prompt_ids, params, n, loop.create_future(), loop, [None] * n)
+        new = self._new_tokens(request)
+        if n * (len(prompt_ids) + new) > self.max_kv_tokens:
+            raise KVBudgetExceeded(
+                f"this request needs {n * (len(prompt_ids) + new)} tokens of KV cache ({n} x ({len(prompt_ids)} "
+                f"prompt + {new} completion tokens)), more than the engine's whole budget of {self.max_kv_tokens} "
+                "(inference.max_kv_tokens, looprl inference --max-kv-tokens)")
         self._inbox.put(request)
         return await request.future
 
@@ -133,22 +149,7 @@ class Engine:
 
     def _admit(self) -> None:
         """Admit waiting requests in order while they fit, prefill them in groups, join the batch."""
-        admitted: list[_Request] = []
-        rows = len(self._rows)
-        while self._waiting:
-            head = self._waiting[0]
-            if isinstance(head, WeightUpdate):
-                if rows:
-                    break  # drain first: everything admitted so far runs on the old weights
-                self._waiting.popleft()
-                self._apply(head)
-                continue
-            if rows and rows + head.n > self.max_batch_size:
-                break
-            self._waiting.popleft()
-            if not head.future.done():  # else cancelled while waiting
-                admitted.append(head)
-                rows += head.n
+        admitted = self._admissible()
         for group in _prefill_groups(_same_prompts(admitted)):
             requests = [r for same in group for r in same]  # the order of `prefill`'s rows
             try:
@@ -159,14 +160,51 @@ class Engine:
                 for request in requests:
                     _resolve(request, error=e)
                 continue
+            length = max(len(same[0].prompt_ids) for same in group)  # the prefill's, whatever its shared prefix
+            new_rows = [_Row(request, i, request.generator, length + self._new_tokens(request))
+                        for request in requests for i in range(request.n)]
+            self._rows.extend(new_rows)  # first: if joining the batch fails, `_loop` fails these requests too
             self._batch.add(new)
-            new_rows = []
-            for request in requests:
-                seed = request.params.seed
-                generator = None if seed is None else torch.Generator(self.model.device).manual_seed(seed)
-                new_rows += [_Row(request, i, generator) for i in range(request.n)]
-            self._rows.extend(new_rows)
             self._advance(new_rows, new.logits)
+
+    def _admissible(self) -> list[_Request]:
+        """The waiting requests that fit now, in order, taken off the queue (a weight update first drains
+        the batch, then is applied).
+
+        A request fits if the batch's rows stay within `max_batch_size` and its KV cache within
+        `max_kv_tokens`: all rows times the longest span any row can reach. A new row's prefill is no
+        longer than the longest prompt admitted with it, so that bounds its span here.
+        """
+        admitted: list[_Request] = []
+        rows = len(self._rows)
+        longest_span = max((row.span for row in self._rows), default=0)
+        longest_prompt = most_tokens = 0  # over the requests admitted in this call
+        while self._waiting:
+            head = self._waiting[0]
+            if isinstance(head, WeightUpdate):
+                if rows:
+                    break  # drain first: everything admitted so far runs on the old weights
+                self._waiting.popleft()
+                self._apply(head)
+                continue
+            if head.future.done():  # cancelled while waiting
+                self._waiting.popleft()
+                continue
+            if rows and rows + head.n > self.max_batch_size:
+                break
+            prompt, tokens = max(longest_prompt, len(head.prompt_ids)), max(most_tokens, self._new_tokens(head))
+            if rows and (rows + head.n) * max(longest_span, prompt + tokens) > self.max_kv_tokens:
+                break
+            self._waiting.popleft()
+            try:
+                head.generator = _generator(head.params.seed, self.model.device)
+            except ValueError as e:  # this request's own fault: it fails alone, before it joins the batch
+                _resolve(head, error=e)
+                continue
+            admitted.append(head)
+            rows += head.n
+            longest_prompt, most_tokens = prompt, tokens
+        return admitted
 
     def _step(self) -> None:
         inputs = [row.completion.token_ids[-1] for row in self._rows]
@@ -207,6 +245,10 @@ class Engine:
         cuts = [i for i in (text.find(s) for s in row.request.params.stop) if i >= 0]
         return min(cuts) if cuts else None
 
+    def _new_tokens(self, request: _Request) -> int:
+        """The most tokens a row of `request` may generate (`max_tokens`, or up to the context limit)."""
+        return max(1, min(request.params.max_tokens, self.max_context - len(request.prompt_ids)))
+
     def _out_of_budget(self, row: _Row) -> bool:
         generated = len(row.completion.token_ids)
         return generated >= row.request.params.max_tokens or len(row.request.prompt_ids) + generated >= self.max_context
@@ -241,6 +283,16 @@ def single_threaded_caller() -> int:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     return threads
+
+
+def _generator(seed: int | None, device: torch.device) -> torch.Generator | None:
+    """A generator seeded with `seed` on `device` (None without a seed); ValueError for a seed torch cannot take."""
+    if seed is None:
+        return None
+    try:
+        return torch.Generator(device).manual_seed(seed)
+    except (RuntimeError, ValueError) as e:
+        raise ValueError(f"seed {seed} is outside the range a torch.Generator accepts ({e})") from e
 
 
 def _same_prompts(requests: list[_Request]) -> list[list[_Request]]:

@@ -62,7 +62,8 @@ class ChatCompletionRequest(BaseModel):
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(None, ge=-(2**63), le=2**63 - 1)
+    """A signed 64-bit integer, as vLLM accepts (`torch.Generator` takes no larger one)."""
     n: int = Field(1, ge=1, le=64)
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)

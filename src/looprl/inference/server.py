@@ -4,6 +4,11 @@ Endpoints: `POST /v1/chat/completions`, `GET /v1/models`, `GET /health`, and
 `POST /update_weights {"path": DIR, "version": N?}` (409 `weights_superseded` when DIR names a
 shared-memory region that the trainer has changed since). Every error body has OpenAI's shape
 `{"error": {"message", "type", "param", "code"}}`; anything wrong with the request is a 4xx.
+
+The event loop only routes: rendering and tokenizing a prompt, and detokenizing an answer's logprobs,
+run in worker threads (`asyncio.to_thread`), so a prompt of a million tokens holds up no other request
+nor `/health`. They run no torch op there, so no thread but the engine's gets an OpenMP team
+(`engine.single_threaded_caller`); the Rust tokenizer lets go of the GIL while it encodes.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from looprl.handoff.shared_weights import Superseded
 from looprl.inference import protocol as p
 from looprl.inference.chat import ChatFormatError, parse_tool_calls, render_prompt
 from looprl.inference.engine import Completion, Engine
+from looprl.inference.kv_budget import KVBudgetExceeded
 from looprl.inference.token_sampling import SamplingParams
 from looprl.inference.weight_update import WeightsError, load_update
 
@@ -73,14 +79,17 @@ def create_app(engine: Engine, served_model_name: str) -> FastAPI:
         if body.model != served_model_name:
             raise ApiError(404, f"The model `{body.model}` does not exist; this server serves `{served_model_name}`.",
                            "model_not_found")
-        try:
-            prompt_ids = render_prompt(engine.tokenizer, body.messages, body.tools)
+        try:  # off the event loop, as the answer's detokenization below: a long prompt stalls no other request
+            prompt_ids = await asyncio.to_thread(render_prompt, engine.tokenizer, body.messages, body.tools)
         except ChatFormatError as e:
             raise ApiError(400, str(e), "invalid_messages") from e
         params = _sampling_params(body, len(prompt_ids), engine.max_context)
-        completions = await engine.generate(prompt_ids, params, body.n)
+        try:
+            completions = await engine.generate(prompt_ids, params, body.n)
+        except KVBudgetExceeded as e:
+            raise ApiError(400, str(e), "kv_budget_exceeded") from e
         parse_tools = bool(body.tools) and body.tool_choice != "none"
-        choices = [_choice(i, c, body, engine.tokenizer, parse_tools) for i, c in enumerate(completions)]
+        choices = await asyncio.to_thread(_choices, completions, body, engine.tokenizer, parse_tools)
         completion_tokens = sum(len(c.token_ids) for c in completions)
         return p.ChatCompletionResponse(
             id=f"chatcmpl-{uuid.uuid4().hex}",
@@ -117,6 +126,11 @@ def _sampling_params(body: p.ChatCompletionRequest, prompt_tokens: int, max_cont
         seed=body.seed,
         top_logprobs=body.top_logprobs or 0,
     )
+
+
+def _choices(completions: list[Completion], body: p.ChatCompletionRequest, tokenizer: Any,
+             parse_tools: bool) -> list[p.Choice]:
+    return [_choice(i, c, body, tokenizer, parse_tools) for i, c in enumerate(completions)]
 
 
 def _choice(index: int, c: Completion, body: p.ChatCompletionRequest, tokenizer: Any, parse_tools: bool) -> p.Choice:

@@ -28,6 +28,13 @@ If the trainer is changing the region, or has changed it again, when an engine c
 still refused after SUPERSEDED_LIMIT_S with none newer (a trainer that left the region marked as
 being changed), `sync()` raises instead of letting the run wait forever.
 
+An update takes as long as the engine needs to reach a point where it may swap the weights: the embedded
+engine and vLLM (`pause_generation(mode="wait")`) both let the requests in flight finish first, and an
+agentic rollout's request may run for many minutes. So the request has no read timeout, only a connect
+timeout; instead the engine's liveness is checked while it waits: every LIVENESS_INTERVAL_S its `/health`
+must answer within LIVENESS_TIMEOUT_S, and after LIVENESS_FAILURES misses in a row the update fails with
+`EngineUnresponsive`, naming the engine, instead of waiting on a dead one forever.
+
 `published_at` and `loaded_at` keep, per version, when its broadcast became stable and when the
 engine had loaded it (epoch seconds): the step metrics time the weight handoff with them.
 """
@@ -47,11 +54,20 @@ from looprl.handoff.files import POLL_S
 from looprl.paths import broadcast_dir, broadcasts_dir
 
 SUPERSEDED_LIMIT_S = 300.0  # how long one broadcast may be refused with 409 and none newer appear
+UPDATE_TIMEOUT = httpx.Timeout(None, connect=30.0)
+"""An update waits as long as the engine drains its requests (no read timeout); only connecting is bounded."""
+LIVENESS_INTERVAL_S = 10.0  # how often an engine that is loading weights must answer /health
+LIVENESS_TIMEOUT_S = 10.0
+LIVENESS_FAILURES = 3  # misses in a row that fail the update
 
 
 class WeightsSuperseded(Exception):
     """An engine answered 409: the shared-memory region no longer held the version of this broadcast (the
     trainer had changed it again), and the engine kept its weights."""
+
+
+class EngineUnresponsive(RuntimeError):
+    """An engine stopped answering `/health` while it was loading weights."""
 
 
 class WeightSync:
@@ -69,9 +85,8 @@ class WeightSync:
 
     async def load(self, path: Path, version: int) -> None:
         body = {"path": str(path.resolve()), "version": version}
-        async with httpx.AsyncClient(timeout=600) as client:
-            responses = await asyncio.gather(*(client.post(f"{url}/update_weights", json=body)
-                                               for url in self.engine_urls))
+        async with httpx.AsyncClient(timeout=UPDATE_TIMEOUT) as client:
+            responses = await asyncio.gather(*(_update_while_alive(client, url, body) for url in self.engine_urls))
         if any(response.status_code == 409 for response in responses):
             raise WeightsSuperseded(path)
         for url, response in zip(self.engine_urls, responses):
@@ -123,3 +138,23 @@ class WeightSync:
             if self.version >= version:
                 return
             await asyncio.sleep(POLL_S)
+
+
+async def _update_while_alive(client: httpx.AsyncClient, url: str, body: dict[str, object]) -> httpx.Response:
+    """`POST {url}/update_weights`, however long the engine takes, as long as its `/health` keeps answering."""
+    update = asyncio.ensure_future(client.post(f"{url}/update_weights", json=body))
+    misses = 0
+    try:
+        while not (await asyncio.wait({update}, timeout=LIVENESS_INTERVAL_S))[0]:
+            try:
+                (await client.get(f"{url}/health", timeout=LIVENESS_TIMEOUT_S)).raise_for_status()
+                misses = 0
+            except httpx.HTTPError as e:
+                misses += 1
+                if misses >= LIVENESS_FAILURES:
+                    raise EngineUnresponsive(
+                        f"the engine at {url} stopped answering /health while it loaded weights {body['path']} "
+                        f"({misses} checks in a row, {LIVENESS_INTERVAL_S:g} s apart; last: {e!r}); see its log") from e
+        return update.result()
+    finally:
+        update.cancel()

@@ -197,7 +197,7 @@ def command_parsers() -> dict[str, argparse.ArgumentParser]:
 
 @contextmanager
 def _without_looprl_variables() -> Iterator[None]:
-    """Flag defaults read from `LOOPRL_*` variables (`--token`, `--gpu-memory-fraction`) as on a machine
+    """Flag defaults read from `LOOPRL_*` variables (`--gpu-memory-fraction`) as on a machine
     without them, so the page does not depend on who generates it."""
     saved = {k: v for k, v in os.environ.items() if k.startswith("LOOPRL_")}
     for key in saved:

@@ -1,7 +1,8 @@
-"""Checkpoints: no code runs from a planted `trainer_state.pt` (item 8), and nothing is marked complete
-before it is on disk (item 12) — issue #34."""
+"""Checkpoints: no code runs from a planted `trainer_state.pt` or optimizer metadata (item 8), and nothing
+is marked complete before it is on disk (item 12) — issue #34."""
 
 import os
+import pickle
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from tests.support.tiny_model import tiny_model, tiny_tokenizer
 from looprl.handoff import latest_checkpoint
 from looprl.paths import checkpoint_dir, checkpoints_dir, progress_path
 from looprl.trainer.broadcast import broadcast_weights
-from looprl.trainer.checkpoint import STATE_FILE, load_trainer_state, save_checkpoint
+from looprl.trainer.checkpoint import OPTIMIZER_DIR, STATE_FILE, load_trainer_state, save_checkpoint
 from looprl.trainer.optim import build_optimizer, build_scheduler
 
 
@@ -39,6 +40,16 @@ def test_a_trainer_state_that_would_run_code_is_refused(tmp_path):
     marker = tmp_path / "pwned"
     torch.save({"scheduler": Payload(marker)}, checkpoint_dir(tmp_path, 1) / STATE_FILE)
     with pytest.raises(Exception, match="Weights only load failed"):
+        load_trainer_state(tmp_path, 1, model, optimizer, scheduler)
+    assert not marker.exists()
+
+
+def test_optimizer_metadata_that_would_run_code_is_refused(tmp_path):
+    model, optimizer, scheduler = trainer_parts()
+    save_checkpoint(tmp_path, 1, model, tiny_tokenizer(), optimizer, scheduler)
+    marker = tmp_path / "pwned"
+    (checkpoint_dir(tmp_path, 1) / OPTIMIZER_DIR / ".metadata").write_bytes(pickle.dumps(Payload(marker)))
+    with pytest.raises(pickle.UnpicklingError, match=r"posix\.system has no place"):
         load_trainer_state(tmp_path, 1, model, optimizer, scheduler)
     assert not marker.exists()
 

@@ -9,8 +9,9 @@ position in the dataset), which is also written as `progress.json` so processes 
 read it (`paths.progress_path`). It is written to a temporary sibling, every file fsynced before
 `progress.json` is written last, and renamed into place: `handoff.latest_checkpoint` (the one
 definition of a complete checkpoint) never sees a half-written one, even after a power loss.
-`trainer_state.pt` holds only tensors and plain values and is loaded with `weights_only=True`, so a
-file planted in the run directory cannot run code when the trainer resumes.
+`trainer_state.pt` holds only tensors and plain values and is loaded with `weights_only=True`, and the
+optimizer's pickled DCP metadata is checked first (`checkpoint_metadata`), so a file planted in the run
+directory cannot run code when the trainer resumes.
 
 The weights are the ones the step's broadcast already gathered (`trainer.weight_files`), so they are
 hard-linked from the broadcast when it holds exactly them (full fine-tuning): no second copy on disk.
@@ -33,6 +34,7 @@ import torch
 
 from looprl.handoff import step_dirs
 from looprl.paths import broadcast_dir, checkpoint_dir, checkpoints_dir, progress_path
+from looprl.trainer.checkpoint_metadata import check_metadata
 from looprl.trainer.lora import is_lora, load_adapters
 from looprl.trainer.parallel import Ranks, gather_objects
 from looprl.trainer.weight_files import (
@@ -142,6 +144,7 @@ def load_trainer_state(run_dir: Path, step: int, model: Any, optimizer: torch.op
             set_optimizer_state_dict,
         )
 
+        check_metadata(path / OPTIMIZER_DIR)  # DCP unpickles it
         optim_state = get_optimizer_state_dict(model, optimizer)
         dcp.load(optim_state, checkpoint_id=path / OPTIMIZER_DIR, no_dist=not torch.distributed.is_initialized())
         set_optimizer_state_dict(model, optimizer, optim_state_dict=optim_state)

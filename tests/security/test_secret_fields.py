@@ -11,6 +11,7 @@ import re
 import types
 import typing
 
+import pytest
 from pydantic import BaseModel, SecretStr
 
 SECRET_NAME = re.compile(r"(^|_)(api_?key|key|token|secret|password|passwd|passphrase|credentials?|auth)$")
@@ -67,3 +68,20 @@ def test_a_secret_is_masked_in_every_dump():
         assert "CANARY" not in dump
     assert cfg.api_key.get_secret_value() == "sk-test-LOOPRL-CANARY-dump"
 
+
+
+@pytest.mark.parametrize("override", [
+    ["--log.trackers.mlflow.tracking_uri", "https://me:hunter2@mlflow.example.com"],
+    ["--inference.urls", '["http://me:hunter2@node1:8000"]'],
+    ["--inference.vllm_args", '["--api-key", "hunter2"]'],
+    ["--inference.vllm_args", '["--api-key=hunter2"]'],
+])
+def test_a_config_that_would_write_a_secret_is_refused(override):
+    from looprl.config import RLConfig, load_config
+    from looprl.errors import UserError
+
+    with pytest.raises(UserError) as refused:
+        load_config(RLConfig, ["--env.source", "e.py:E", *override])
+    assert "hunter2" not in str(refused.value)
+    load_config(RLConfig, ["--env.source", "e.py:E", "--log.trackers.mlflow.tracking_uri", "https://mlflow.example.com",
+                           "--inference.urls", '["http://node1:8000"]'])

@@ -86,3 +86,22 @@ def test_every_file_is_fsynced_before_the_checkpoint_is_marked_complete(tmp_path
     assert all(p in before_marker for p in data), sorted(set(data) - before_marker)
     after_marker = [(what, path) for what, path, written in events if written]
     assert after_marker == [("fsync", marker), ("fsync", tmp), ("rename", tmp), ("fsync", checkpoints_dir(tmp_path))]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="names an fd's file through /proc")
+def test_a_broadcast_removed_while_it_is_synced_does_not_fail_the_checkpoint(tmp_path, monkeypatch):
+    """The orchestrator deletes a broadcast once the engine has newer weights, at any moment."""
+    import shutil
+
+    model, optimizer, scheduler = trainer_parts()
+    broadcast = broadcast_weights(tmp_path, 1, model, keep=2)
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        real_fsync(fd)
+        if Path(os.readlink(f"/proc/self/fd/{fd}")).parent == broadcast:
+            shutil.rmtree(broadcast)  # after the first of its files
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    save_checkpoint(tmp_path, 1, model, tiny_tokenizer(), optimizer, scheduler, progress={"cursor": 4})
+    assert latest_checkpoint(tmp_path) == 1 and not broadcast.exists()

@@ -23,7 +23,7 @@ TOKEN_ENV = "LOOPRL_INSPECTOR_TOKEN"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
                         help="run directories (each holds looprl.db)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need --token)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need a token)")
     parser.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765)")
     parser.add_argument("--token-file", type=Path, metavar="FILE",
                         help=f"file holding the access token every request must carry (default: ${TOKEN_ENV})")

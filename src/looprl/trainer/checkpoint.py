@@ -22,6 +22,7 @@ Loading is in two parts, around sharding: `load_weights` into the whole model be
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -89,9 +90,10 @@ def _complete(run_dir: Path, step: int, tmp: Path, progress: str) -> None:
 
     Every file is fsynced before the marker, and the marker before the rename, so after a power loss a
     checkpoint that looks complete is complete. The step's broadcast is synced too: `--resume` has the
-    engine load it when it is marked stable. (Other broadcasts are not synced: they go on resume.)"""
+    engine load it when it is marked stable (one already removed is broadcast again on resume). Other
+    broadcasts are not synced: they go on resume."""
     fsync_tree(tmp)
-    if broadcast_dir(run_dir, step).is_dir():
+    with contextlib.suppress(FileNotFoundError):  # the orchestrator removes it once the engine has newer weights
         fsync_tree(broadcast_dir(run_dir, step))
     write_durable(tmp / progress_path(run_dir, step).name, progress)
     fsync_path(tmp)

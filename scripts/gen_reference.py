@@ -22,7 +22,7 @@ import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import annotated_types
 from pydantic import BaseModel
@@ -105,6 +105,8 @@ def _type_text(field: FieldInfo) -> str:
 
 def _annotation_text(annotation: Any) -> str:
     origin = get_origin(annotation)
+    if origin is Annotated:  # a validated type (`config.base.Url`): its base type
+        return _annotation_text(get_args(annotation)[0])
     if origin is Literal:
         return " | ".join(json.dumps(a) for a in get_args(annotation))
     if origin in (Union, types.UnionType):
@@ -197,7 +199,7 @@ def command_parsers() -> dict[str, argparse.ArgumentParser]:
 
 @contextmanager
 def _without_looprl_variables() -> Iterator[None]:
-    """Flag defaults read from `LOOPRL_*` variables (`--token`, `--gpu-memory-fraction`) as on a machine
+    """Flag defaults read from `LOOPRL_*` variables (`--gpu-memory-fraction`) as on a machine
     without them, so the page does not depend on who generates it."""
     saved = {k: v for k, v in os.environ.items() if k.startswith("LOOPRL_")}
     for key in saved:

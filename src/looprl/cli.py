@@ -3,7 +3,8 @@
 A thin dispatcher: each subcommand lives in the package that owns it and is imported only when it
 runs, so `looprl --help` stays instant (no torch import). A `UserError` anywhere becomes a one-line
 message and exit status 2; a reader that stops early (`looprl rollouts RUN --json | head`) ends
-the command quietly with status 1.
+the command quietly with status 1. Every command first makes the files it and its children create
+private to the user (`utils.private.make_files_private`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import sys
 
 from looprl.errors import UserError
+from looprl.utils.private import make_files_private
 from looprl.utils.terminal import printable
 
 BROKEN_PIPE_STATUS = 1
@@ -45,6 +47,7 @@ def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict[str, ar
 
 
 def main(argv: list[str] | None = None) -> int:
+    make_files_private()  # run directories 0700, files 0600, in every process the command starts
     argv = sys.argv[1:] if argv is None else argv
     parser, parsers = build_parser(argv)
     name = argv[0] if argv and argv[0] in COMMANDS else None

@@ -39,6 +39,8 @@ class ScriptedServer:
     def __init__(self, reply: Callable[[dict[str, Any]], Reply], *, vllm_fields: bool = True, delay_s: float = 0.0):
         self.reply = reply
         self.requests: list[dict[str, Any]] = []
+        self.authorizations: list[str | None] = []
+        """Each request's `Authorization` header (None when it had none), in order."""
         self.vllm_fields = vllm_fields
         self.delay_s = delay_s
         app = FastAPI()
@@ -47,6 +49,7 @@ class ScriptedServer:
         async def chat(request: Request):
             body = await request.json()
             self.requests.append(body)
+            self.authorizations.append(request.headers.get("authorization"))
             if self.delay_s:
                 import asyncio
 

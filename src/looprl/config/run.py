@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from looprl.config.base import Strict
+from looprl.config.base import Strict, Url
 from looprl.config.deployment import DeploymentConfig, SlurmConfig
 from looprl.config.env_runtime import EnvRuntimeConfig, EnvSource, LogLevel, LogLimits
 from looprl.config.loading import load_config
@@ -60,7 +60,7 @@ class InferenceConfig(Strict):
     """The engine's weights dtype (vLLM's and the embedded engine's `--dtype`), which the trainer also writes
     its broadcasts in. `auto`: bfloat16 with GPUs, float32 on the CPU; `looprl rl` writes the resolved
     value into the run's config.toml."""
-    urls: list[str] = Field(default_factory=list)
+    urls: list[Url] = Field(default_factory=list)
     """Root URLs (`http://HOST:PORT`) of engines already serving the policy, each the whole model (`looprl
     inference`, or vLLM with looprl's routes), on a filesystem that sees the run directory: `looprl rl` then
     starts none, spreads the rollouts over them and loads every weight update into each. Empty (the default):
@@ -81,7 +81,8 @@ class InferenceConfig(Strict):
     """The interpreter that runs vLLM (its own virtual environment); default: this one if it imports
     vllm, else `.venv-vllm/bin/python` (what `make vllm` builds)."""
     vllm_args: list[str] = Field(default_factory=list)
-    """Extra `vllm serve` flags, last on its command line, e.g. `["--gpu-memory-utilization", "0.5"]`."""
+    """Extra `vllm serve` flags, last on its command line, e.g. `["--gpu-memory-utilization", "0.5"]`; not
+    `--api-key`, which would be in config.toml and in `ps` (looprl gives vLLM the run's secret itself)."""
     tool_call_parser: str | None = "hermes"
     """vLLM's tool-call parser for the model's chat template (None: no tool calls parsed)."""
 
@@ -91,6 +92,14 @@ class InferenceConfig(Strict):
             raise ValueError("inference.max_kv_tokens sizes the embedded engine's KV cache; vLLM sizes its own: set "
                              "--gpu-memory-utilization or --kv-cache-memory-bytes in inference.vllm_args")
         return self
+
+    @field_validator("vllm_args")
+    @classmethod
+    def _no_api_key_on_the_command_line(cls, args: list[str]) -> list[str]:
+        if any(a == "--api-key" or a.startswith("--api-key=") for a in args):
+            raise ValueError("--api-key does not belong in vllm_args: config.toml and the process list (ps) "
+                             "would show it; looprl gives vLLM the run's secret through its environment")
+        return args
 
 
 class LogConfig(Strict):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from looprl.config.base import Strict
+from looprl.config.base import Strict, Url
 
 
 class WandbTracker(Strict):
@@ -27,8 +27,9 @@ class WandbTracker(Strict):
 
 
 class MlflowTracker(Strict):
-    tracking_uri: str | None = None
-    """Where runs are recorded (None: the local file store `{output_dir}/mlruns`; or a server's URL)."""
+    tracking_uri: Url | None = None
+    """Where runs are recorded (None: the local file store `{output_dir}/mlruns`; or a server's URL, whose
+    credentials come from `MLFLOW_TRACKING_USERNAME`/`_PASSWORD` or `_TOKEN`, never the URL)."""
     experiment: str = "looprl"
     """MLflow experiment the run is created in."""
 

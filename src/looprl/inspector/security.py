@@ -50,8 +50,8 @@ def is_loopback(host: str) -> bool:
 def check_bind(host: str, token: str | None) -> None:
     """Refuse to serve on a non-loopback address without an access token."""
     if not is_loopback(host) and not token:
-        raise UserError(f"--host {host} would expose every rollout on the network; pass --token TOKEN "
-                        "(or set LOOPRL_INSPECTOR_TOKEN) so requests must carry it, or bind 127.0.0.1")
+        raise UserError(f"--host {host} would expose every rollout on the network; set LOOPRL_INSPECTOR_TOKEN "
+                        "(or pass --token-file FILE) so requests must carry it, or bind 127.0.0.1")
 
 
 def host_allowed(host_header: str, bound: str) -> bool:

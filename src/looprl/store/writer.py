@@ -152,7 +152,12 @@ class RunStoreWriter:
 
 
 class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, rolled back on error (the connection runs in autocommit mode)."""
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on error (the connection runs in autocommit mode).
+
+    The error the caller sees is always the one that broke the transaction. On a full disk the COMMIT
+    fails ("database or disk is full") and SQLite may already have rolled back, so the ROLLBACK fails
+    too ("no transaction is active"); that second error is attached to the first as a note instead of
+    replacing it."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
@@ -160,5 +165,18 @@ class _Transaction:
     def __enter__(self) -> None:
         self._conn.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self._conn.execute("ROLLBACK" if exc_type else "COMMIT")
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            try:
+                self._conn.execute("COMMIT")
+                return
+            except sqlite3.Error as commit_error:
+                self._rollback(commit_error)
+                raise
+        self._rollback(exc)  # returning None re-raises `exc`
+
+    def _rollback(self, cause: BaseException) -> None:
+        try:
+            self._conn.execute("ROLLBACK")
+        except sqlite3.Error as e:
+            cause.add_note(f"(the rollback after it failed too: {type(e).__name__}: {e})")

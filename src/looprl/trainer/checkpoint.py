@@ -6,9 +6,12 @@ rank writes its own shard; left out of a weights-only checkpoint); and `trainer_
 the RNG states (python, torch, and on GPUs each rank's CUDA generator, which LoRA dropout draws from)
 and whatever progress the caller passes (e.g. the orchestrator's
 position in the dataset), which is also written as `progress.json` so processes without torch can
-read it (`paths.progress_path`). It is written to a temporary sibling, `progress.json` last, and
-renamed into place: `handoff.latest_checkpoint` (the one definition of a complete checkpoint) never
-sees a half-written one.
+read it (`paths.progress_path`). It is written to a temporary sibling, every file fsynced before
+`progress.json` is written last, and renamed into place: `handoff.latest_checkpoint` (the one
+definition of a complete checkpoint) never sees a half-written one, even after a power loss.
+`trainer_state.pt` holds only tensors and plain values and is loaded with `weights_only=True`, and the
+optimizer's pickled DCP metadata is checked first (`checkpoint_metadata`), so a file planted in the run
+directory cannot run code when the trainer resumes.
 
 The weights are the ones the step's broadcast already gathered (`trainer.weight_files`), so they are
 hard-linked from the broadcast when it holds exactly them (full fine-tuning): no second copy on disk.
@@ -19,6 +22,7 @@ Loading is in two parts, around sharding: `load_weights` into the whole model be
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -31,6 +35,7 @@ import torch
 
 from looprl.handoff import step_dirs
 from looprl.paths import broadcast_dir, checkpoint_dir, checkpoints_dir, progress_path
+from looprl.trainer.checkpoint_metadata import check_metadata
 from looprl.trainer.lora import is_lora, load_adapters
 from looprl.trainer.parallel import Ranks, gather_objects
 from looprl.trainer.weight_files import (
@@ -41,6 +46,7 @@ from looprl.trainer.weight_files import (
     save_model,
     stores,
 )
+from looprl.utils.durable import fsync_path, fsync_tree, write_durable
 
 STATE_FILE = "trainer_state.pt"
 OPTIMIZER_DIR = "optimizer"
@@ -74,11 +80,27 @@ def save_checkpoint(run_dir: Path, step: int, model: Any, tokenizer: Any, optimi
         rng = {"python": random.getstate(), "torch": torch.get_rng_state(), "cuda": cuda_rng}
         torch.save({"step": step, "scheduler": scheduler.state_dict(), "progress": progress or {}, "rng": rng},
                    tmp / STATE_FILE)
-        (tmp / progress_path(run_dir, step).name).write_text(json.dumps(progress or {}))
-        shutil.rmtree(target, ignore_errors=True)
-        os.rename(tmp, target)
+        _complete(run_dir, step, tmp, json.dumps(progress or {}))
     ranks.barrier()
     return target
+
+
+def _complete(run_dir: Path, step: int, tmp: Path, progress: str) -> None:
+    """Make checkpoint `step`, written in `tmp`, durable, mark it complete (`progress.json`) and rename it.
+
+    Every file is fsynced before the marker, and the marker before the rename, so after a power loss a
+    checkpoint that looks complete is complete. The step's broadcast is synced too: `--resume` has the
+    engine load it when it is marked stable (one already removed is broadcast again on resume). Other
+    broadcasts are not synced: they go on resume."""
+    fsync_tree(tmp)
+    with contextlib.suppress(FileNotFoundError):  # the orchestrator removes it once the engine has newer weights
+        fsync_tree(broadcast_dir(run_dir, step))
+    write_durable(tmp / progress_path(run_dir, step).name, progress)
+    fsync_path(tmp)
+    target = checkpoint_dir(run_dir, step)
+    shutil.rmtree(target, ignore_errors=True)
+    os.rename(tmp, target)
+    fsync_path(target.parent)
 
 
 def _save_weights(tmp: Path, run_dir: Path, step: int, model: Any, state: StateDict) -> None:
@@ -124,10 +146,11 @@ def load_trainer_state(run_dir: Path, step: int, model: Any, optimizer: torch.op
             set_optimizer_state_dict,
         )
 
+        check_metadata(path / OPTIMIZER_DIR)  # DCP unpickles it
         optim_state = get_optimizer_state_dict(model, optimizer)
         dcp.load(optim_state, checkpoint_id=path / OPTIMIZER_DIR, no_dist=not torch.distributed.is_initialized())
         set_optimizer_state_dict(model, optimizer, optim_state_dict=optim_state)
-    saved = torch.load(path / STATE_FILE, weights_only=False)
+    saved = torch.load(path / STATE_FILE, weights_only=True)  # never unpickle code from the run directory
     scheduler.load_state_dict(saved["scheduler"])
     random.setstate(saved["rng"]["python"])
     torch.set_rng_state(saved["rng"]["torch"])

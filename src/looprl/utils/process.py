@@ -12,10 +12,12 @@ from pathlib import Path
 
 from looprl.config import RLConfig, read_run_config
 from looprl.utils.logger import setup_logger
+from looprl.utils.private import make_files_private
 
 
 def run_process(process: str, run_dir: Path, body: Callable[[RLConfig], object]) -> int:
     """Run `body(cfg)` as the `process` of the run in `run_dir`; 0 on success, 1 on failure."""
+    make_files_private()  # already inherited from `looprl rl`; said again for a process a scheduler starts
     cfg = read_run_config(run_dir)
     log = setup_logger(cfg.log.level, cfg.log.json_logging, process=process)
     try:

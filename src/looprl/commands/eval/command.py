@@ -14,6 +14,7 @@ import contextlib
 import math
 from pathlib import Path
 
+from looprl.commands.endpoint import add_api_key_arguments
 from looprl.config.trackers import TRACKER_NAMES
 from looprl.errors import UserError
 
@@ -38,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=["embedded", "vllm"], default="embedded",
                    help="engine started without --base-url")
     p.add_argument("--vllm-python", help="interpreter that runs vLLM (default: see inference.vllm_python)")
-    p.add_argument("--api-key", help="API key for --base-url (default: $OPENAI_API_KEY when set)")
+    add_api_key_arguments(p)
     p.add_argument("-n", "--num-examples", type=int, default=5, help="examples to evaluate (the first N)")
     p.add_argument("-r", "--rollouts-per-example", type=int, default=3, help="sibling rollouts per example (one group)")
     p.add_argument("--split", choices=["train", "eval"], default="eval")
@@ -86,9 +87,7 @@ def parse_reward_weights(text: str | None) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
-    from looprl.commands.endpoint import model_endpoint
+    from looprl.commands.endpoint import api_key, model_endpoint
     from looprl.commands.eval.progress import RolloutProgress
     from looprl.commands.eval.run import EvalRunConfig, prepare_output, run_eval, track_eval
     from looprl.commands.eval.summary import print_summary
@@ -97,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from looprl.session.preflight import check_env
 
     check_ranges(args)
+    key = api_key(args)
     env_args = parse_env_args(args.env_args)
     reward_weights = parse_reward_weights(args.reward_weights)
     if args.output.exists() and not args.output.is_dir():
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = EvalRunConfig(
             env=runtime, split=args.split, num_examples=args.num_examples,
             rollouts_per_example=args.rollouts_per_example, concurrency=args.concurrency, model=model,
-            base_url=base_url, api_key=args.api_key or os.environ.get("OPENAI_API_KEY"), sampling=sampling,
+            base_url=base_url, api_key=key, sampling=sampling,
             context_budget=args.context_budget, timeout_s=args.timeout, reward_weights=reward_weights,
             output=args.output, overwrite=args.overwrite,
         )

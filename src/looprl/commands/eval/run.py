@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 
 from looprl.commands.eval.summary import summarize
 from looprl.config import EnvRuntimeConfig, SamplingParams, TrackersConfig
@@ -45,7 +45,8 @@ class EvalRunConfig(BaseModel):
     concurrency: int = Field(32, ge=1)
     model: str
     base_url: str
-    api_key: str | None = None
+    api_key: SecretStr | None = None
+    """Sent to `base_url` as `Authorization: Bearer`; every dump of this config writes `**********`."""
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     context_budget: int | None = None
     timeout_s: float | None = None
@@ -86,7 +87,8 @@ def prepare_output(output: Path, overwrite: bool) -> None:
 
 async def run_eval(cfg: EvalRunConfig, on_group: Callable[[list[RolloutRecord]], None] | None = None) -> dict[str, Any]:
     """Run the evaluation; `on_group(records)` is called as each group's rollouts are stored."""
-    gateway = Gateway(cfg.base_url, cfg.model, cfg.sampling, cfg.context_budget, cfg.api_key)
+    gateway = Gateway(cfg.base_url, cfg.model, cfg.sampling, cfg.context_budget,
+                      cfg.api_key.get_secret_value() if cfg.api_key else None)
     session = RolloutSession(cfg.output, kind="eval", env=cfg.env, gateway=gateway, config=cfg.model_dump(mode="json"),
                              splits=[cfg.split], timeout_s=cfg.timeout_s, reward_weights=cfg.reward_weights)
     records: list[RolloutRecord] = []
@@ -121,9 +123,9 @@ async def run_eval(cfg: EvalRunConfig, on_group: Callable[[list[RolloutRecord]],
 
 
 def track_eval(trackers: TrackersConfig, cfg: EvalRunConfig, summary: dict[str, Any]) -> None:
-    """Log the evaluation's config (without the API key) and results to `trackers`, as step 0."""
-    run = TrackedRun(cfg.output.resolve().name, cfg.output, cfg.output.resolve().name,
-                     cfg.model_dump(mode="json", exclude={"api_key"}))
+    """Log the evaluation's config (the API key masked, as `SecretStr` dumps it) and results to `trackers`, as
+    step 0."""
+    run = TrackedRun(cfg.output.resolve().name, cfg.output, cfg.output.resolve().name, cfg.model_dump(mode="json"))
     metrics = {f"eval/{k}": v for k, v in summary["rewards"].items()}
     metrics |= {f"eval/{k}": summary[k] for k in ("rollouts", "scored", "failed", "wall_s", "rollouts_per_s")}
     opened = open_trackers(trackers, run)

@@ -16,10 +16,13 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from looprl.commands.endpoint import add_api_key_arguments
 from looprl.errors import UserError
 from looprl.utils.terminal import printable
 
 if TYPE_CHECKING:
+    from pydantic import SecretStr
+
     from looprl.envs.environment import Environment
     from looprl.envs.types import Example
 
@@ -28,6 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("env", metavar="ENV", help="environment: path/to/file.py:Class or package.module:Class")
     p.add_argument("--base-url", help="OpenAI-compatible server URL (…/v1); default: start the embedded engine")
     p.add_argument("--model", help="model name (with --base-url) or model to serve")
+    add_api_key_arguments(p)
     p.add_argument("--base-dir", type=Path, help="dataset folder (default: data/ beside the env file)")
     p.add_argument("--env-args", help="JSON object of keyword arguments for the env constructor")
     p.add_argument("--max-examples", type=int, default=4, help="examples loaded per split")
@@ -71,14 +75,15 @@ async def local_checks(env: Environment, base_dir: Path, max_examples: int, chec
 
 
 async def group_check(args: argparse.Namespace, first: Example, run_dir: Path, base_url: str, model: str,
-                      checks: Checks) -> None:
+                      key: SecretStr | None, checks: Checks) -> None:
     """One 2-rollout group through env servers and the gateway, as `rl` and `eval` run them."""
     from looprl.commands.validate.contract_checks import result_problems
     from looprl.config import EnvRuntimeConfig, SamplingParams
     from looprl.gateway.app import Gateway
     from looprl.session import RolloutSession
 
-    gateway = Gateway(base_url, model, SamplingParams(max_tokens=args.max_tokens))
+    gateway = Gateway(base_url, model, SamplingParams(max_tokens=args.max_tokens),
+                      api_key=key.get_secret_value() if key else None)
     runtime = EnvRuntimeConfig(source=args.env, args=args.env_args, base_dir=args.base_dir)
     async with RolloutSession(run_dir, kind="validate", env=runtime, gateway=gateway, config={},
                               splits=["train"], timeout_s=600) as session:
@@ -93,13 +98,14 @@ def run(args: argparse.Namespace) -> int:
     import shutil
     import tempfile
 
-    from looprl.commands.endpoint import model_endpoint
+    from looprl.commands.endpoint import api_key, model_endpoint
     from looprl.envs.base_env import BaseEnv
     from looprl.envserver.loading import default_base_dir, instantiate, load_env_class, parse_env_args
 
     for flag, value in (("--max-examples", args.max_examples), ("--max-tokens", args.max_tokens)):
         if value < 1:
             raise UserError(f"{flag} must be at least 1")
+    key = api_key(args)
     cls = load_env_class(args.env)
     args.env_args = parse_env_args(args.env_args)
     checks = Checks()
@@ -121,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
                 with contextlib.ExitStack() as stack:
                     base_url, model = model_endpoint(stack, args.base_url, args.model,
                                                      run_dir / "logs" / "inference.log")
-                    asyncio.run(group_check(args, first, run_dir, base_url, model, checks))
+                    asyncio.run(group_check(args, first, run_dir, base_url, model, key, checks))
             finally:
                 shutil.rmtree(run_dir, ignore_errors=True)
     if checks.problems:

@@ -54,6 +54,12 @@ class Ranks:
     def is_main(self) -> bool:
         return self.rank == 0
 
+    @property
+    def on_meta(self) -> bool:
+        """Whether this rank builds its models on the meta device, reading no weights: every FSDP rank but 0,
+        which alone loads them and hands each rank its shards when `prepare` shards the model."""
+        return self.distributed and not self.is_main
+
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """bfloat16 compute over float32 weights (a no-op in float32)."""
         return torch.autocast(self.device.type, dtype=self.compute_dtype,
@@ -101,7 +107,8 @@ def decoder_layers(model: Any) -> list[torch.nn.Module]:
 
 
 def prepare(model: Any, ranks: Ranks, *, compile: bool = False, activation_checkpointing: bool = False) -> Any:
-    """Move the (whole, loaded on the CPU) model to its device or, with several ranks, shard it there."""
+    """Move the (whole, loaded on the CPU) model to its device or, with several ranks, shard it there: rank 0's
+    model holds the weights, the others' are on the meta device (`Ranks.on_meta`) and get rank 0's values."""
     if activation_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if hasattr(model, "enable_input_require_grads"):
@@ -126,13 +133,41 @@ def _shard(model: Any, layers: list[torch.nn.Module], ranks: Ranks) -> Any:
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     mesh = init_device_mesh(ranks.device.type, (dist.get_world_size(),))
+    whole = _whole_state(model, ranks)
     layer_policy = MixedPrecisionPolicy(param_dtype=ranks.compute_dtype, reduce_dtype=torch.float32)
     for layer in layers:
         fully_shard(layer, mesh=mesh, mp_policy=layer_policy)
     # the root (embeddings, final norm, the logprob head) computes in float32: a bfloat16 lm_head adds
     # logprob noise against the engine's; its cost is small next to the layers'
     fully_shard(model, mesh=mesh, mp_policy=MixedPrecisionPolicy(param_dtype=torch.float32))
+    _from_rank0(model, whole, ranks)
     return model
+
+
+def _whole_state(model: Any, ranks: Ranks) -> dict[str, torch.Tensor]:
+    """Rank 0's weights, taken before sharding (the model's tensors themselves, no copy); empty on the others."""
+    if not ranks.is_main:
+        return {}
+    if any(t.is_meta for t in model.state_dict().values()):
+        raise ValueError("rank 0 must load the model's weights: its model is on the meta device")
+    return dict(model.state_dict())
+
+
+def _from_rank0(model: Any, whole: dict[str, torch.Tensor], ranks: Ranks) -> None:
+    """Give every rank's shards and buffers rank 0's values (`whole`, empty on the other ranks).
+
+    A rank built on the meta device first gets storage for its shards and buffers (`to_empty`, values
+    undefined). The weights then come one whole tensor at a time (`set_model_state_dict` with
+    `broadcast_from_rank0`; each rank keeps its slice), so no rank but 0 ever holds the whole model. The
+    buffers are broadcast as well: the non-persistent ones (rotary `inv_freq`) are in no state dict, and
+    rank 0's are the ones transformers computed from the config."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    if any(t.is_meta for t in (*model.parameters(), *model.buffers())):
+        model.to_empty(device=ranks.device)
+    set_model_state_dict(model, whole, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    for buffer in model.buffers():
+        dist.broadcast(buffer, src=0)
 
 
 def assign(token_counts: Sequence[int], world_size: int) -> list[list[int]]:

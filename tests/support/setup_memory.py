@@ -13,15 +13,16 @@ from tests.support.memory import peak_rss_growth_mib
 PHASES = ("policy", "reference")
 
 
-def setup_peaks(model: str, out: Path, world_size: int = 2) -> list[dict[str, float]]:
+def setup_peaks(model: str, out: Path, world_size: int = 2, meta: bool = True) -> list[dict[str, float]]:
     """Per rank, in MiB: `base` (resident before the model), the peak growth above the resident size at the
-    start of each phase (`policy`, `reference`) and `peak` (the process's highest resident size)."""
+    start of each phase (`policy`, `reference`) and `peak` (the process's highest resident size). `meta=False`:
+    every rank loads the whole model, as before meta-device init (the figures to compare with)."""
     out.mkdir(parents=True, exist_ok=True)
-    run_ranks(_measure, model, str(out), world_size=world_size)
+    run_ranks(_measure, model, str(out), meta, world_size=world_size)
     return [json.loads((out / f"rank{rank}.json").read_text()) for rank in range(world_size)]
 
 
-def _measure(rank: int, model: str, out: str) -> None:
+def _measure(rank: int, model: str, out: str, meta: bool) -> None:
     from looprl.trainer import parallel
     from looprl.trainer.model import as_reference, load_policy
 
@@ -32,7 +33,7 @@ def _measure(rank: int, model: str, out: str) -> None:
     kept = []  # each phase's model stays alive, as the trainer keeps both
 
     def build(phase: str) -> None:
-        built, _ = load_policy(model, on_meta=ranks.on_meta)
+        built, _ = load_policy(model, on_meta=ranks.on_meta and meta)
         kept.append(parallel.prepare(as_reference(built) if phase == "reference" else built, ranks))
 
     for phase in PHASES:
@@ -48,7 +49,7 @@ def _measure(rank: int, model: str, out: str) -> None:
 def _import_what_loading_imports(model: str) -> None:
     """The modules the first load imports (transformers' model classes, torch's distributed checkpointing:
     ~100 MiB, the same whatever the model's size), so that each phase's growth is the model's memory."""
-    import torch.distributed.checkpoint.state_dict  # noqa: F401
+    import torch.distributed.checkpoint.state_dict
     import torch.distributed.fsdp  # noqa: F401
     from transformers import AutoConfig, AutoModelForCausalLM
 

@@ -7,9 +7,11 @@ same code runs either way:
 - `prepare` applies FSDP2 (`fully_shard`) to each decoder layer and then the root, with bfloat16
   layer parameters and float32 gradient reduction when the compute dtype is bfloat16 (the sharded
   master weights and AdamW state stay float32; the root, which holds the lm_head, computes in
-  float32). The model arrives whole on the CPU and `fully_shard` moves each layer's shard to the GPU
-  as it splits it, so a rank never holds more than its shards plus one whole layer (a 7B model whole
-  in fp32 is 28 GB per rank). One process keeps its model whole and runs bfloat16 under `autocast`.
+  float32). Only rank 0 loads the weights (whole, on the CPU; `fully_shard` moves its shards to the
+  GPU). Every other rank builds the model on the meta device (`Ranks.on_meta`) and, once it is sharded,
+  receives rank 0's tensors one at a time, keeping its slice: no rank but 0 ever holds the whole model
+  (a 7B model whole in fp32 is 28 GB per rank, 224 GB for 8 ranks on one node's host RAM). One process
+  keeps its model whole and runs bfloat16 under `autocast`.
 - `assign` hands out a step's micro-batches by tokens (longest first, to the least loaded rank), so
   ranks finish together; every rank runs as many passes as the busiest (the others pad with
   zero-weight passes), since each FSDP pass is a collective.
@@ -124,11 +126,12 @@ def prepare(model: Any, ranks: Ranks, *, compile: bool = False, activation_check
 
 
 def _shard(model: Any, layers: list[torch.nn.Module], ranks: Ranks) -> Any:
-    """FSDP2 over the process group: each layer, then the root (embeddings, final norm, lm_head).
+    """FSDP2 over the process group: each layer, then the root (embeddings, final norm, lm_head); then every
+    rank gets rank 0's weights (`_from_rank0`).
 
-    The model stays where it was loaded (the CPU): `fully_shard` moves each module's parameters to the
-    mesh's device and keeps this rank's shard, one module at a time. The mesh is built on
-    `ranks.device`'s type explicitly (torch's default is the accelerator, even for a CPU trainer)."""
+    The model stays where it was loaded (the CPU; the meta device on every rank but 0): `fully_shard` moves each
+    module's parameters to the mesh's device and keeps this rank's shard, one module at a time. The mesh is built
+    on `ranks.device`'s type explicitly (torch's default is the accelerator, even for a CPU trainer)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -146,11 +149,10 @@ def _shard(model: Any, layers: list[torch.nn.Module], ranks: Ranks) -> Any:
 
 def _whole_state(model: Any, ranks: Ranks) -> dict[str, torch.Tensor]:
     """Rank 0's weights, taken before sharding (the model's tensors themselves, no copy); empty on the others."""
-    if not ranks.is_main:
-        return {}
-    if any(t.is_meta for t in model.state_dict().values()):
+    whole = dict(model.state_dict()) if ranks.is_main else {}
+    if any(t.is_meta for t in whole.values()):
         raise ValueError("rank 0 must load the model's weights: its model is on the meta device")
-    return dict(model.state_dict())
+    return whole
 
 
 def _from_rank0(model: Any, whole: dict[str, torch.Tensor], ranks: Ranks) -> None:

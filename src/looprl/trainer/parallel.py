@@ -147,15 +147,15 @@ def _shard(model: Any, layers: list[torch.nn.Module], ranks: Ranks) -> Any:
     return model
 
 
-def _whole_state(model: Any, ranks: Ranks) -> dict[str, torch.Tensor]:
+def _whole_state(model: Any, ranks: Ranks) -> dict[str, Any]:
     """Rank 0's weights, taken before sharding (the model's tensors themselves, no copy); empty on the others."""
-    whole = dict(model.state_dict()) if ranks.is_main else {}
+    whole: dict[str, Any] = dict(model.state_dict()) if ranks.is_main else {}
     if any(t.is_meta for t in whole.values()):
         raise ValueError("rank 0 must load the model's weights: its model is on the meta device")
     return whole
 
 
-def _from_rank0(model: Any, whole: dict[str, torch.Tensor], ranks: Ranks) -> None:
+def _from_rank0(model: Any, whole: dict[str, Any], ranks: Ranks) -> None:
     """Give every rank's shards and buffers rank 0's values (`whole`, empty on the other ranks).
 
     A rank built on the meta device first gets storage for its shards and buffers (`to_empty`, values

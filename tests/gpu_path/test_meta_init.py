@@ -2,9 +2,10 @@
 reference model on the meta device and receives rank 0's weights as the model is sharded, so no rank but 0
 ever holds the whole model (8 ranks of a 7B model each loading it whole in float32 is 224 GB of host RAM).
 
-Two gloo ranks on the CPU, as torchrun starts them: the meta-initialised sharded model computes exactly the
-logprobs of a plain load (tied embeddings, the rotary buffers transformers computes at init, LoRA adapters
-added after the load, bfloat16 layers), and rank 1's memory never grows by the model's size."""
+Two gloo ranks on the CPU, as torchrun starts them: the meta-initialised sharded model holds exactly the weights
+and buffers of a plain load and computes rank 0's logprobs (tied embeddings, the rotary buffers transformers
+computes at init, LoRA adapters added after the load, bfloat16 layers, the bundled SmolLM2 converted from GGUF),
+and rank 1's memory never grows by the model's size."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tests.support.tiny_model import tiny_model, tiny_tokenizer
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from looprl.config import LoraConfig
+from looprl.model_loading import DEFAULT_MODEL
 from looprl.trainer import parallel
 from looprl.trainer.logprobs import token_logprobs
 from looprl.trainer.lora import add_lora
@@ -33,15 +35,20 @@ def _save_tiny(path: Path) -> Path:
     return path
 
 
-def _logprobs_on_ranks(rank: int, model_dir: str, out: str) -> None:
+CASES = [("tiny", False), ("tiny", True), (DEFAULT_MODEL, False)]
+"""(model, LoRA): the tiny model (tied embeddings) with and without adapters, and the bundled SmolLM2 (converted
+from its GGUF file)."""
+
+
+def _logprobs_on_ranks(rank: int, models: dict[str, str], out: str) -> None:
     ranks = parallel.setup("cpu", "bfloat16")
     assert ranks.on_meta == (rank == 1)
-    for lora in (False, True):
-        _policy_and_reference(rank, ranks, model_dir, lora, out)
+    for name, lora in CASES:
+        _policy_and_reference(rank, ranks, models[name], lora, Path(out) / f"rank{rank}_{name}_{lora}.pt")
     parallel.teardown(ranks)
 
 
-def _policy_and_reference(rank: int, ranks: parallel.Ranks, model_dir: str, lora: bool, out: str) -> None:
+def _policy_and_reference(rank: int, ranks: parallel.Ranks, model_dir: str, lora: bool, out: Path) -> None:
     torch.manual_seed(1)  # LoRA's initial adapters, drawn on rank 0 only
     model, _ = load_policy(model_dir, on_meta=ranks.on_meta)
     assert all(p.is_meta for p in model.parameters()) == (rank == 1)
@@ -52,48 +59,46 @@ def _policy_and_reference(rank: int, ranks: parallel.Ranks, model_dir: str, lora
     params = {name: p.full_tensor() for name, p in model.named_parameters()}  # before a forward unshards the root
     buffers = {name: b.clone() for name, b in model.named_buffers()}
     logprobs = [token_logprobs(m, IDS, POSITIONS)[0] for m in (model, reference)]
-    torch.save({"logprobs": logprobs, "buffers": buffers, "params": params}, Path(out) / f"rank{rank}_{lora}.pt")
+    torch.save({"logprobs": logprobs, "buffers": buffers, "params": params}, out)
 
 
 @pytest.fixture(scope="module")
-def ranks_output(tmp_path_factory) -> tuple[Path, Path]:
-    """The tiny model's directory, and what each of two ranks computed from it (one spawn for both tests)."""
+def ranks_output(tmp_path_factory) -> tuple[dict[str, str], Path]:
+    """The models, and what each of two ranks computed from each case (one spawn for all)."""
     out = tmp_path_factory.mktemp("meta_init")
-    model_dir = _save_tiny(out / "tiny")
-    run_ranks(_logprobs_on_ranks, str(model_dir), str(out))
-    return model_dir, out
+    models = {"tiny": str(_save_tiny(out / "tiny")), DEFAULT_MODEL: DEFAULT_MODEL}
+    run_ranks(_logprobs_on_ranks, models, str(out))
+    return models, out
 
 
-def _plain(model_dir: Path, lora: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """One process, the model loaded whole, bfloat16 under autocast: what the ranks must compute."""
-    ranks = parallel.Ranks(compute_dtype=torch.bfloat16)
+def _plain(model_dir: str, lora: bool) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """One process, the model loaded whole: the buffers and parameters every rank must hold."""
     torch.manual_seed(1)
-    model, _ = load_policy(str(model_dir))
+    model, _ = load_policy(model_dir)
     if lora:
         model = add_lora(model, LoraConfig(rank=4, alpha=8, dropout=0.0))
-    model = parallel.prepare(model, ranks)
-    with ranks.autocast():
-        logprobs, _ = token_logprobs(model, IDS, POSITIONS)
-    return logprobs, dict(model.named_buffers()), dict(model.named_parameters())
+    return dict(model.named_buffers()), {name: p.detach() for name, p in model.named_parameters()}
 
 
-@pytest.mark.timeout(150)
-@pytest.mark.parametrize("lora", [False, True])
-def test_meta_initialised_ranks_compute_a_plain_loads_logprobs(ranks_output, lora):
-    model_dir, out = ranks_output
-    expected, buffers, params = _plain(model_dir, lora)
-    assert any("inv_freq" in name for name in buffers)
-    for rank in (0, 1):
-        got = torch.load(out / f"rank{rank}_{lora}.pt")
-        assert got["buffers"].keys() == buffers.keys() and got["params"].keys() == params.keys()
-        for name, buffer in buffers.items():
-            torch.testing.assert_close(got["buffers"][name], buffer, rtol=0, atol=0, msg=name)
-        for name, param in params.items():  # the adapters too: drawn on rank 0, the same on every rank
-            torch.testing.assert_close(got["params"][name], param.detach(), rtol=0, atol=0, msg=name)
-        policy, reference = got["logprobs"]
-        # FSDP's bfloat16 layers against autocast's: the same weights, rounded where each casts
-        torch.testing.assert_close(policy, expected, rtol=0, atol=2e-2)
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(("name", "lora"), CASES)
+def test_meta_initialised_ranks_equal_a_plain_load(ranks_output, name, lora):
+    """Every parameter and buffer of both ranks' sharded models equals a plain load's, and rank 1 (meta) computes
+    rank 0's logprobs (a plain load, sharded) bit for bit, the policy's and the reference's."""
+    models, out = ranks_output
+    buffers, params = _plain(models[name], lora)
+    assert any("inv_freq" in key for key in buffers)
+    got = [torch.load(out / f"rank{rank}_{name}_{lora}.pt") for rank in (0, 1)]
+    for rank in got:
+        assert rank["buffers"].keys() == buffers.keys() and rank["params"].keys() == params.keys()
+        for key, buffer in buffers.items():
+            torch.testing.assert_close(rank["buffers"][key], buffer, rtol=0, atol=0, msg=key)
+        for key, param in params.items():  # the adapters too: drawn on rank 0, the same on every rank
+            torch.testing.assert_close(rank["params"][key], param, rtol=0, atol=0, msg=key)
+        policy, reference = rank["logprobs"]
         torch.testing.assert_close(reference, policy, rtol=0, atol=0)
+        assert torch.isfinite(policy).all()
+    torch.testing.assert_close(got[1]["logprobs"], got[0]["logprobs"], rtol=0, atol=0)
 
 
 def _save_random(path: Path) -> float:

@@ -61,14 +61,21 @@ def resolve_model(name_or_path: str) -> Path:
 def load_model_and_tokenizer(
     name_or_path: str, dtype: torch.dtype | str = "float32", device: torch.device | str = "cpu"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Resolve `name_or_path`, then load the causal LM (eval mode, on `device`) and its tokenizer."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Resolve `name_or_path`, then load the causal LM (eval mode, on `device`) and its tokenizer.
+    `device="meta"`: the model built from its config alone, shapes without storage (no weight is read): a
+    trainer rank that receives its shards from rank 0 (`trainer.parallel`)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     path = resolve_model(name_or_path)
-    # transformers' typed wrapper of `.to` loses the bound model
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()  # type: ignore[arg-type]
+    if torch.device(device).type == "meta":
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path),
+                                                     dtype=getattr(torch, dtype) if isinstance(dtype, str) else dtype)
+    else:  # transformers' typed wrapper of `.to` loses the bound model
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)  # type: ignore[arg-type]
     tokenizer = AutoTokenizer.from_pretrained(path)
-    return model, tokenizer
+    return model.eval(), tokenizer
 
 
 def _download(repo_id: str) -> Path:

@@ -16,8 +16,9 @@ directory cannot run code when the trainer resumes.
 The weights are the ones the step's broadcast already gathered (`trainer.weight_files`), so they are
 hard-linked from the broadcast when it holds exactly them (full fine-tuning): no second copy on disk.
 
-Loading is in two parts, around sharding: `load_weights` into the whole model before FSDP wraps it,
-`load_trainer_state` once the optimizer exists.
+Loading is in two parts, around sharding: `load_weights` into the whole model before FSDP wraps it (on rank 0
+only: the other ranks' models are on the meta device and receive rank 0's weights as they are sharded,
+`trainer.parallel`), `load_trainer_state` once the optimizer exists.
 """
 
 from __future__ import annotations

@@ -60,10 +60,13 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0, weights_region: Path
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     attention = "flex_attention" if ranks.device.type == "cuda" else None
-    model, tokenizer = load_policy(cfg.model.name, attn_implementation=attention)
+    if ranks.on_meta:
+        log.info("rank {} builds its models on the meta device; rank 0 loads the weights and sends each rank its "
+                 "shards", ranks.rank)
+    model, tokenizer = load_policy(cfg.model.name, attn_implementation=attention, on_meta=ranks.on_meta)
     if tcfg.lora is not None:
         model = add_lora(model, tcfg.lora)
-    if resume_step:
+    if resume_step and not ranks.on_meta:  # the other ranks get rank 0's weights as it is sharded
         load_weights(run_dir, resume_step, model)
     model = parallel.prepare(model, ranks, compile=tcfg.compile, activation_checkpointing=tcfg.activation_checkpointing)
     broadcast = Broadcaster(run_dir, tcfg.keep_broadcasts, adapter_only, dtype,
@@ -71,8 +74,8 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0, weights_region: Path
     broadcast.attach(model, ranks)
     ref_model = None
     if tcfg.loss.kl_coef > 0:
-        ref_model = parallel.prepare(as_reference(load_policy(cfg.model.name, attn_implementation=attention)[0]),
-                                     ranks)
+        reference, _ = load_policy(cfg.model.name, attn_implementation=attention, on_meta=ranks.on_meta)
+        ref_model = parallel.prepare(as_reference(reference), ranks)
     optimizer = build_optimizer(model, tcfg.optim.lr, tcfg.optim.weight_decay, tcfg.optim.betas)
     scheduler = build_scheduler(optimizer, tcfg.optim.warmup_steps, tcfg.optim.schedule, cfg.max_steps,
                                 tcfg.optim.min_lr_ratio)

@@ -19,9 +19,11 @@ from looprl.model_loading import DEFAULT_MODEL, load_model_and_tokenizer
 from looprl.utils.logger import get_logger
 
 
-def load_policy(name_or_path: str = DEFAULT_MODEL, attn_implementation: str | None = None) -> tuple[Any, Any]:
-    """`(model, tokenizer)`, the model in train mode with its cache disabled."""
-    model, tokenizer = load_model_and_tokenizer(name_or_path, dtype="float32")
+def load_policy(name_or_path: str = DEFAULT_MODEL, attn_implementation: str | None = None,
+                on_meta: bool = False) -> tuple[Any, Any]:
+    """`(model, tokenizer)`, the model in train mode with its cache disabled; `on_meta`: built on the meta
+    device, no weight read (an FSDP rank but 0, `parallel.Ranks.on_meta`: sharding gives it rank 0's)."""
+    model, tokenizer = load_model_and_tokenizer(name_or_path, dtype="float32", device="meta" if on_meta else "cpu")
     if attn_implementation == "flex_attention" and not getattr(model, "_supports_flex_attn", False):
         get_logger().warning("{} has no flex_attention support in transformers: the trainer uses sdpa, with a "
                              "dense T x T mask for prompt trees (long packed rows need much more memory)",

@@ -7,9 +7,11 @@ same code runs either way:
 - `prepare` applies FSDP2 (`fully_shard`) to each decoder layer and then the root, with bfloat16
   layer parameters and float32 gradient reduction when the compute dtype is bfloat16 (the sharded
   master weights and AdamW state stay float32; the root, which holds the lm_head, computes in
-  float32). The model arrives whole on the CPU and `fully_shard` moves each layer's shard to the GPU
-  as it splits it, so a rank never holds more than its shards plus one whole layer (a 7B model whole
-  in fp32 is 28 GB per rank). One process keeps its model whole and runs bfloat16 under `autocast`.
+  float32). Only rank 0 loads the weights (whole, on the CPU; `fully_shard` moves its shards to the
+  GPU). Every other rank builds the model on the meta device (`Ranks.on_meta`) and, once it is sharded,
+  receives rank 0's tensors one at a time, keeping its slice: no rank but 0 ever holds the whole model
+  (a 7B model whole in fp32 is 28 GB per rank, 224 GB for 8 ranks on one node's host RAM). One process
+  keeps its model whole and runs bfloat16 under `autocast`.
 - `assign` hands out a step's micro-batches by tokens (longest first, to the least loaded rank), so
   ranks finish together; every rank runs as many passes as the busiest (the others pad with
   zero-weight passes), since each FSDP pass is a collective.
@@ -53,6 +55,12 @@ class Ranks:
     @property
     def is_main(self) -> bool:
         return self.rank == 0
+
+    @property
+    def on_meta(self) -> bool:
+        """Whether this rank builds its models on the meta device, reading no weights: every FSDP rank but 0,
+        which alone loads them and hands each rank its shards when `prepare` shards the model."""
+        return self.distributed and not self.is_main
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """bfloat16 compute over float32 weights (a no-op in float32)."""
@@ -101,7 +109,8 @@ def decoder_layers(model: Any) -> list[torch.nn.Module]:
 
 
 def prepare(model: Any, ranks: Ranks, *, compile: bool = False, activation_checkpointing: bool = False) -> Any:
-    """Move the (whole, loaded on the CPU) model to its device or, with several ranks, shard it there."""
+    """Move the (whole, loaded on the CPU) model to its device or, with several ranks, shard it there: rank 0's
+    model holds the weights, the others' are on the meta device (`Ranks.on_meta`) and get rank 0's values."""
     if activation_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if hasattr(model, "enable_input_require_grads"):
@@ -117,22 +126,50 @@ def prepare(model: Any, ranks: Ranks, *, compile: bool = False, activation_check
 
 
 def _shard(model: Any, layers: list[torch.nn.Module], ranks: Ranks) -> Any:
-    """FSDP2 over the process group: each layer, then the root (embeddings, final norm, lm_head).
+    """FSDP2 over the process group: each layer, then the root (embeddings, final norm, lm_head); then every
+    rank gets rank 0's weights (`_from_rank0`).
 
-    The model stays where it was loaded (the CPU): `fully_shard` moves each module's parameters to the
-    mesh's device and keeps this rank's shard, one module at a time. The mesh is built on
-    `ranks.device`'s type explicitly (torch's default is the accelerator, even for a CPU trainer)."""
+    The model stays where it was loaded (the CPU; the meta device on every rank but 0): `fully_shard` moves each
+    module's parameters to the mesh's device and keeps this rank's shard, one module at a time. The mesh is built
+    on `ranks.device`'s type explicitly (torch's default is the accelerator, even for a CPU trainer)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     mesh = init_device_mesh(ranks.device.type, (dist.get_world_size(),))
+    whole = _whole_state(model, ranks)
     layer_policy = MixedPrecisionPolicy(param_dtype=ranks.compute_dtype, reduce_dtype=torch.float32)
     for layer in layers:
         fully_shard(layer, mesh=mesh, mp_policy=layer_policy)
     # the root (embeddings, final norm, the logprob head) computes in float32: a bfloat16 lm_head adds
     # logprob noise against the engine's; its cost is small next to the layers'
     fully_shard(model, mesh=mesh, mp_policy=MixedPrecisionPolicy(param_dtype=torch.float32))
+    _from_rank0(model, whole, ranks)
     return model
+
+
+def _whole_state(model: Any, ranks: Ranks) -> dict[str, Any]:
+    """Rank 0's weights, taken before sharding (the model's tensors themselves, no copy); empty on the others."""
+    whole: dict[str, Any] = dict(model.state_dict()) if ranks.is_main else {}
+    if any(t.is_meta for t in whole.values()):
+        raise ValueError("rank 0 must load the model's weights: its model is on the meta device")
+    return whole
+
+
+def _from_rank0(model: Any, whole: dict[str, Any], ranks: Ranks) -> None:
+    """Give every rank's shards and buffers rank 0's values (`whole`, empty on the other ranks).
+
+    A rank built on the meta device first gets storage for its shards and buffers (`to_empty`, values
+    undefined). The weights then come one whole tensor at a time (`set_model_state_dict` with
+    `broadcast_from_rank0`; each rank keeps its slice), so no rank but 0 ever holds the whole model. The
+    buffers are broadcast as well: the non-persistent ones (rotary `inv_freq`) are in no state dict, and
+    rank 0's are the ones transformers computed from the config."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    if any(t.is_meta for t in (*model.parameters(), *model.buffers())):
+        model.to_empty(device=ranks.device)
+    set_model_state_dict(model, whole, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    for buffer in model.buffers():
+        dist.broadcast(buffer, src=0)
 
 
 def assign(token_counts: Sequence[int], world_size: int) -> list[list[int]]:

@@ -6,12 +6,9 @@ batch the gathered parameters equal the single-process ones, and rank 0 reports 
 logprobs, as one process does.
 """
 
-import os
-import socket
-
 import pytest
 import torch
-import torch.multiprocessing as mp
+from tests.support.gloo_ranks import run_ranks
 from tests.support.tiny_model import tiny_model
 
 from looprl.orchestrator.packing import pack
@@ -54,10 +51,7 @@ def _train(ranks: parallel.Ranks) -> dict[str, torch.Tensor] | None:
     return {**state, **logprobs, "_loss": torch.tensor(metrics["loss"])}
 
 
-def _rank(rank: int, port: int, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
-                      WORLD_SIZE="2")
-    torch.set_num_threads(1)
+def _rank(rank: int, out: str) -> None:
     ranks = parallel.setup("cpu", "float32")
     state = _train(ranks)
     if state is not None:
@@ -73,11 +67,8 @@ def test_micro_batches_are_balanced_by_tokens():
 @pytest.mark.timeout(120)
 @pytest.mark.slow  # two torch processes and a gloo group: ~15 s on an idle machine
 def test_two_gloo_ranks_equal_one_process(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     out = tmp_path / "two_ranks.pt"
-    mp.spawn(_rank, args=(port, str(out)), nprocs=2)
+    run_ranks(_rank, str(out))
     two = torch.load(out)
     one = _train(parallel.Ranks())
     assert one is not None and set(one) == set(two)

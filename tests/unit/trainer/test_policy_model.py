@@ -14,7 +14,8 @@ class _NoFlexLlama(LlamaForCausalLM):
 
 def test_a_model_without_flex_attention_falls_back_to_sdpa_with_a_warning(monkeypatch):
     no_flex = _NoFlexLlama(tiny_model().config)
-    monkeypatch.setattr(policy_model, "load_model_and_tokenizer", lambda name, dtype: (no_flex, tiny_tokenizer()))
+    monkeypatch.setattr(policy_model, "load_model_and_tokenizer",
+                        lambda name, dtype, device: (no_flex, tiny_tokenizer()))
     logger = mock.Mock()
     monkeypatch.setattr(policy_model, "get_logger", lambda: logger)
     loaded, _ = policy_model.load_policy("any", attn_implementation="flex_attention")

@@ -4,9 +4,9 @@ Loaded through `looprl.model_loading` (the bundled SmolLM2 alias, a local direct
 trainer and the inference engine start from exactly the same weights. The weights stay float32
 master weights (bfloat16 compute is `trainer.parallel`'s business) and move to their device when
 `parallel.prepare` places or shards them. The KV cache is off: the trainer only runs
-teacher-forced passes over packed sequences. `attn_implementation="flex_attention"` (on CUDA) lets
-shared-prompt trees use a block mask instead of a dense one (`trainer.logprobs`); an architecture
-without flex_attention support in transformers falls back to `sdpa` (dense tree masks) with a warning.
+teacher-forced passes over packed sequences. `kernel` is the attention kernel (`trainer.attention`, as
+`looprl.device` resolves it): flex_attention lets shared-prompt trees use a block mask instead of a dense
+one (`trainer.attention`, `trainer.logprobs`).
 """
 
 from __future__ import annotations
@@ -15,20 +15,15 @@ from typing import Any
 
 import torch
 
+from looprl.device import Kernel
 from looprl.model_loading import DEFAULT_MODEL, load_model_and_tokenizer
-from looprl.utils.logger import get_logger
+from looprl.trainer import attention
 
 
-def load_policy(name_or_path: str = DEFAULT_MODEL, attn_implementation: str | None = None) -> tuple[Any, Any]:
+def load_policy(name_or_path: str = DEFAULT_MODEL, kernel: Kernel = "sdpa") -> tuple[Any, Any]:
     """`(model, tokenizer)`, the model in train mode with its cache disabled."""
     model, tokenizer = load_model_and_tokenizer(name_or_path, dtype="float32")
-    if attn_implementation == "flex_attention" and not getattr(model, "_supports_flex_attn", False):
-        get_logger().warning("{} has no flex_attention support in transformers: the trainer uses sdpa, with a "
-                             "dense T x T mask for prompt trees (long packed rows need much more memory)",
-                             type(model).__name__)
-        attn_implementation = "sdpa"
-    if attn_implementation is not None:
-        model.set_attn_implementation(attn_implementation)
+    attention.use(model, kernel)
     model.config.use_cache = False
     return model.train(), tokenizer
 

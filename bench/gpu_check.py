@@ -268,7 +268,7 @@ class Checks:
         from looprl.trainer.step import train_step
 
         setup = self.setup
-        ranks = parallel.Ranks(device=setup.device, compute_dtype=setup.compute_dtype)
+        ranks = parallel.Ranks(0, 1, setup.device, setup.compute_dtype, distributed=True)  # as trainer.loop in bf16
         policy, reference = build_model(setup), build_model(setup)
         for model in (policy, reference):
             attention.use(model, "flex_attention")

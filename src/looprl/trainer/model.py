@@ -31,12 +31,10 @@ def load_policy(name_or_path: str = DEFAULT_MODEL, kernel: Kernel = "sdpa") -> t
 def as_reference(model: Any) -> Any:
     """The KL reference model: in train mode like the policy, every dropout off, its parameters frozen.
 
-    transformers wraps its compiled flex_attention anew whenever a module's `training` flag flips, and the
-    trainer alternates policy and reference passes every micro-batch: a reference in eval mode would flip it
-    twice per micro-batch, each flip a candidate for recompiling flex attention until torch's recompile limit,
-    past which it falls back to the unfused kernel that materialises the score matrix (out of memory at 16k
-    tokens). Train mode with dropout off computes exactly what eval mode would, with no flip. Its passes run
-    under `no_grad` (`trainer.step`)."""
+    The trainer alternates policy and reference passes every micro-batch; with both in train mode no module's
+    `training` flag ever flips, so nothing keyed on it (a compiled graph, transformers' flex_attention wrapper,
+    which compiles anew at each flip) changes between them. Train mode with dropout off computes exactly
+    what eval mode would. Its passes run under `no_grad` (`trainer.step`)."""
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0

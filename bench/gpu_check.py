@@ -209,7 +209,7 @@ class Checks:
         self.sharded: tuple[Any, Any, Any, Any] | None = None  # model, optimizer, scheduler, ranks
 
     def fsdp(self) -> dict[str, Any]:
-        from looprl.trainer import parallel
+        from looprl.trainer import attention, parallel
         from looprl.trainer.loss import clipped
         from looprl.trainer.optim import build_optimizer, build_scheduler
         from looprl.trainer.step import train_step
@@ -218,7 +218,7 @@ class Checks:
         setup = self.setup
         ranks = parallel.Ranks(0, 1, setup.device, setup.compute_dtype, distributed=True)
         model = build_model(setup)
-        model.set_attn_implementation(setup.training_attention)
+        attention.use(model, setup.training_attention)
         unsharded_keys = set(model.state_dict())
         model = parallel.prepare(model, ranks)
         optimizer = build_optimizer(model, lr=1e-5)
@@ -260,7 +260,7 @@ class Checks:
         from torch._dynamo.eval_frame import _debug_get_cache_entry_list
         from torch.nn.attention.flex_attention import flex_attention
 
-        from looprl.trainer import parallel
+        from looprl.trainer import attention, parallel
         from looprl.trainer.logprobs import token_logprobs
         from looprl.trainer.loss import clipped
         from looprl.trainer.model import as_reference
@@ -268,10 +268,10 @@ class Checks:
         from looprl.trainer.step import train_step
 
         setup = self.setup
-        ranks = parallel.Ranks(device=setup.device, compute_dtype=setup.compute_dtype)
+        ranks = parallel.Ranks(0, 1, setup.device, setup.compute_dtype, distributed=True)  # as trainer.loop in bf16
         policy, reference = build_model(setup), build_model(setup)
         for model in (policy, reference):
-            model.set_attn_implementation("flex_attention")
+            attention.use(model, "flex_attention")
         policy = parallel.prepare(policy, ranks)
         reference = parallel.prepare(as_reference(reference), ranks)  # as trainer.loop builds the KL reference
         optimizer = build_optimizer(policy, lr=1e-6)
@@ -311,6 +311,7 @@ class Checks:
         from looprl.inference.engine import Engine
         from looprl.inference.token_sampling import SamplingParams
         from looprl.inference.weight_update import load_update
+        from looprl.trainer import attention
         from looprl.trainer.broadcast import broadcast_weights
         from looprl.trainer.logprobs import token_logprobs
         from looprl.trainer.loss.kl import token_kl
@@ -318,7 +319,7 @@ class Checks:
 
         setup = self.setup
         trainer_model = build_model(setup, seed=0)
-        trainer_model.set_attn_implementation(setup.training_attention)
+        attention.use(trainer_model, setup.training_attention)
         ranks = Ranks(device=setup.device, compute_dtype=setup.compute_dtype)
         trainer_model = prepare(trainer_model, ranks)
         # written in the engine's dtype (inference.dtype: bf16 on a GPU), as the trainer does in a run
@@ -342,7 +343,7 @@ class Checks:
         completion = asyncio.run(sample())
         ids = torch.tensor(prompt + completion.token_ids, device=setup.device)
         mask = torch.arange(len(ids), device=setup.device) >= len(prompt)
-        with torch.no_grad(), ranks.autocast():
+        with torch.no_grad():
             trainer, _ = token_logprobs(trainer_model, ids, torch.arange(len(ids), device=setup.device), mask)
         inference = torch.tensor(completion.logprobs, device=setup.device)
         kl = token_kl(inference, trainer[mask].float())
@@ -375,7 +376,7 @@ class Checks:
                 "sparsity": float(mask.sparsity())}
 
     def tokens_per_s(self) -> dict[str, Any]:
-        from looprl.trainer import parallel
+        from looprl.trainer import attention, parallel
         from looprl.trainer.loss import clipped
         from looprl.trainer.optim import build_optimizer, build_scheduler
         from looprl.trainer.step import train_step
@@ -383,7 +384,7 @@ class Checks:
         setup = self.setup
         ranks = parallel.Ranks(device=setup.device, compute_dtype=setup.compute_dtype)
         model = build_model(setup)
-        model.set_attn_implementation(setup.training_attention)
+        attention.use(model, setup.training_attention)
         model = parallel.prepare(model, ranks)
         optimizer = build_optimizer(model, lr=1e-6)
         scheduler = build_scheduler(optimizer)
@@ -407,7 +408,7 @@ class Checks:
 
 def engine_tokens_per_s(setup: Setup, sequences: int, max_tokens: int, memory_fraction: float = 0.4) -> dict[str, Any]:
     """The embedded engine's batched generation, in process (no HTTP), bf16, capped as when it shares a GPU."""
-    from looprl.inference.device import limit_memory
+    from looprl.device import limit_memory
     from looprl.inference.engine import Engine
     from looprl.inference.token_sampling import SamplingParams
 

@@ -206,8 +206,15 @@ class TrainerConfig(Strict):
     """Where the trainer computes: `auto` is CUDA when present, else the CPU."""
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Compute dtype (`auto`: bfloat16 on CUDA, float32 on the CPU). Weights and optimizer state stay
-    float32 (master weights); bfloat16 runs the decoder layers' forward and backward passes (autocast, or
-    FSDP2's mixed precision); the lm_head and the logprobs stay float32."""
+    float32 (master weights); bfloat16 runs the decoder layers' forward and backward passes through FSDP2's
+    mixed-precision policy (bfloat16 layer parameters, float32 gradient reduction), on a one-rank process
+    group when the trainer is one process, so q, k and v reach the attention kernel in bfloat16 alike; the
+    lm_head and the logprobs stay float32. The same on the CPU as on a GPU."""
+    attention: Literal["auto", "sdpa", "flex_attention"] = "auto"
+    """Attention kernel of the trainer's passes (`auto`: flex_attention on CUDA, sdpa elsewhere).
+    `flex_attention` computes prompt trees under a block mask (no dense T x T mask; long packed rows
+    fit); `sdpa` under a dense boolean mask. The CPU runs flex_attention too, except in passes that need
+    gradients: torch has no flex_attention backward on the CPU, so those run sdpa with the same mask."""
     compile: bool = False
     """`torch.compile` each decoder layer."""
     activation_checkpointing: bool = False

@@ -59,16 +59,17 @@ def run(args: argparse.Namespace) -> int:
     logger = setup_logger(args.log_level, args.json_logging, process="inference")
 
     path = resolve_model(args.model)  # a bad name fails here, before the heavy imports below
-    from looprl.inference.device import engine_device, limit_memory
+    from looprl.device import compute_dtype, kernel_contract_from_env, limit_memory, resolve
     from looprl.inference.engine import Engine, single_threaded_caller
     from looprl.inference.kv_budget import kv_bytes_per_token
     from looprl.inference.server import create_app
 
     threads = single_threaded_caller()  # the torch compute is the engine thread's
 
-    device = engine_device(args.device)
+    device = resolve(args.device)
     limit_memory(device, args.gpu_memory_fraction)
     dtype = engine_dtype(args.dtype, device.type == "cuda")
+    kernel_contract_from_env(compute_dtype(args.dtype, device), "inference")
     logger.info("loading {} from {} onto {} ({})", args.model, path, device, dtype)
     model, tokenizer = load_model_and_tokenizer(str(path), dtype=dtype, device=device)
     engine = Engine(model, tokenizer, max_batch_size=args.max_batch_size, logprobs_mode=args.logprobs_mode,

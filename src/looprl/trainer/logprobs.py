@@ -10,12 +10,15 @@ last token. Only positions that predict a loss token go through the vocabulary p
 prompts need none of it. That projection is the trainer's `LogprobHead` (`trainer.logprob_head`):
 float32, a chunk of tokens at a time, so the full logits never exist. Other entries are 0.
 
-Two attention paths give the same result: a dense `[T, T]` boolean mask (`tree_attention`, the
-model's `sdpa`/`eager` attention), and with `attn_implementation = "flex_attention"` (the trainer's
-choice on CUDA) a flex_attention `BlockMask` (`tree_block_mask`). Its construction is compiled (once,
-with dynamic shapes, so rows of any length reuse it): uncompiled, `create_block_mask` evaluates the
-rule on the dense T x T grid first (1 GiB per bool copy at 32k tokens, several copies), compiled it
-never builds it, so rows of 8k-32k tokens fit. The tensors stay on `token_ids`' device.
+Two attention paths give the same result: a dense `[T, T]` boolean mask (`tree_attention`, for sdpa),
+and a flex_attention `BlockMask` (`tree_block_mask`), for a model given flex_attention
+(`trainer.attention`). Which one a pass gets is `looprl.device.pass_kernel`'s choice: the model's
+kernel, except on the CPU in a pass with gradients (no flex_attention backward there). A flex pass gets
+a block mask even for one plain sequence, so every flex pass runs the same compiled graph. The block
+mask's construction is compiled (once, with dynamic shapes and without gradients, so rows of any length
+in any pass reuse it): uncompiled, `create_block_mask` evaluates the rule on the dense T x T grid first
+(1 GiB per bool copy at 32k tokens, several copies), compiled it never builds it, so rows of 8k-32k
+tokens fit. The tensors stay on `token_ids`' device.
 
 Logprobs are of the raw logits (temperature 1), the engine's default `raw_logprobs` mode.
 """
@@ -27,7 +30,9 @@ from typing import Any
 
 import torch
 
+from looprl.device import pass_kernel
 from looprl.handoff import Tree, row_segments
+from looprl.trainer import attention
 from looprl.trainer.logprob_head import logprob_head
 
 
@@ -41,11 +46,10 @@ def token_logprobs(model: Any, token_ids: torch.Tensor, position_ids: torch.Tens
     if loss_mask is None:
         loss_mask = torch.arange(len(token_ids), device=device) > 0
     trees = trees or [Tree(prefix=len(token_ids))]
-    one_sequence = len(trees) == 1 and not trees[0].branches  # plain causal attention, no mask needed
     targets = loss_mask.nonzero().squeeze(1)
     with logprob_head(model).scoring(token_ids[targets], entropy_grad):
         scored = model(input_ids=token_ids[None], position_ids=position_ids[None], use_cache=False,
-                       attention_mask=None if one_sequence else attention_mask(model, trees, device),
+                       attention_mask=attention_mask(model, trees, device),
                        logits_to_keep=predecessors(trees).to(device)[targets]).logits[0]
     logprobs = torch.zeros(len(token_ids), device=device).index_put((targets,), scored[:, 0])
     entropy = torch.zeros(len(token_ids), device=device).index_put((targets,), scored[:, 1]) if with_entropy else None
@@ -53,9 +57,12 @@ def token_logprobs(model: Any, token_ids: torch.Tensor, position_ids: torch.Tens
 
 
 def attention_mask(model: Any, trees: Sequence[Tree], device: torch.device) -> Any:
-    """The mask of `trees` in the form the model's attention implementation takes."""
-    if getattr(model.config, "_attn_implementation", None) == "flex_attention":
+    """The mask of `trees` for this pass's kernel: a block mask for flex_attention; for sdpa a dense one, or
+    None for one plain sequence (causal attention)."""
+    if pass_kernel(attention.kernel(model), device, torch.is_grad_enabled()) == "flex_attention":
         return tree_block_mask(trees, device)
+    if len(trees) == 1 and not trees[0].branches:
+        return None
     return tree_attention(trees).to(device)[None, None]
 
 
@@ -85,8 +92,10 @@ def tree_attention(trees: Sequence[Tree]) -> torch.Tensor:
 
 def tree_block_mask(trees: Sequence[Tree], device: torch.device) -> Any:
     """The same rule as `tree_attention`, as a flex_attention `BlockMask` (blocks of 128 tokens that no
-    query may see are skipped; no `[T, T]` tensor is built)."""
-    return _compiled_block_mask(*_labels(trees, device))
+    query may see are skipped; no `[T, T]` tensor is built). Built without gradients whatever the pass, so
+    one compiled graph serves every pass."""
+    with torch.no_grad():
+        return _compiled_block_mask(*_labels(trees, device))
 
 
 def _block_mask(tree_of: torch.Tensor, branch_of: torch.Tensor) -> Any:

@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from looprl.config import RLConfig
+from looprl.device import attention_kernel, kernel_contract_from_env
 from looprl.handoff import TrainBatch, TrainerReport, is_stable, wait_model, write_model
 from looprl.paths import batch_path, broadcast_dir, trainer_report_path
 from looprl.trainer import parallel
@@ -56,14 +57,16 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0, weights_region: Path
     adapter_only = cfg.inference.backend == "vllm" and tcfg.lora is not None
     ranks = parallel.setup(tcfg.device, tcfg.dtype, tcfg.dist_timeout_s)
     dtype = broadcast_dtype(cfg.inference.dtype, ranks)
-    log.info("trainer rank {} of {} on {} ({})", ranks.rank, ranks.world_size, ranks.device, ranks.compute_dtype)
+    kernel = attention_kernel(tcfg.attention, ranks.device)
+    log.info("trainer rank {} of {} on {} ({}, {})", ranks.rank, ranks.world_size, ranks.device, ranks.compute_dtype,
+             kernel)
+    kernel_contract_from_env(ranks.compute_dtype, "trainer")
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
-    attention = "flex_attention" if ranks.device.type == "cuda" else None
     if ranks.on_meta:
         log.info("rank {} builds its models on the meta device; rank 0 loads the weights and sends each rank its "
                  "shards", ranks.rank)
-    model, tokenizer = load_policy(cfg.model.name, attn_implementation=attention, on_meta=ranks.on_meta)
+    model, tokenizer = load_policy(cfg.model.name, kernel, on_meta=ranks.on_meta)
     if tcfg.lora is not None:
         model = add_lora(model, tcfg.lora)
     if resume_step and not ranks.on_meta:  # the other ranks get rank 0's weights as it is sharded
@@ -74,7 +77,7 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0, weights_region: Path
     broadcast.attach(model, ranks)
     ref_model = None
     if tcfg.loss.kl_coef > 0:
-        reference, _ = load_policy(cfg.model.name, attn_implementation=attention, on_meta=ranks.on_meta)
+        reference, _ = load_policy(cfg.model.name, kernel, on_meta=ranks.on_meta)
         ref_model = parallel.prepare(as_reference(reference), ranks)
     optimizer = build_optimizer(model, tcfg.optim.lr, tcfg.optim.weight_decay, tcfg.optim.betas)
     scheduler = build_scheduler(optimizer, tcfg.optim.warmup_steps, tcfg.optim.schedule, cfg.max_steps,

@@ -4,9 +4,9 @@ Loaded through `looprl.model_loading` (the bundled SmolLM2 alias, a local direct
 trainer and the inference engine start from exactly the same weights. The weights stay float32
 master weights (bfloat16 compute is `trainer.parallel`'s business) and move to their device when
 `parallel.prepare` places or shards them. The KV cache is off: the trainer only runs
-teacher-forced passes over packed sequences. `attn_implementation="flex_attention"` (on CUDA) lets
-shared-prompt trees use a block mask instead of a dense one (`trainer.logprobs`); an architecture
-without flex_attention support in transformers falls back to `sdpa` (dense tree masks) with a warning.
+teacher-forced passes over packed sequences. `kernel` is the attention kernel (`trainer.attention`, as
+`looprl.device` resolves it): flex_attention lets shared-prompt trees use a block mask instead of a dense
+one (`trainer.attention`, `trainer.logprobs`).
 """
 
 from __future__ import annotations
@@ -15,22 +15,17 @@ from typing import Any
 
 import torch
 
+from looprl.device import Kernel
 from looprl.model_loading import DEFAULT_MODEL, load_model_and_tokenizer
-from looprl.utils.logger import get_logger
+from looprl.trainer import attention
 
 
-def load_policy(name_or_path: str = DEFAULT_MODEL, attn_implementation: str | None = None,
+def load_policy(name_or_path: str = DEFAULT_MODEL, kernel: Kernel = "sdpa",
                 on_meta: bool = False) -> tuple[Any, Any]:
     """`(model, tokenizer)`, the model in train mode with its cache disabled; `on_meta`: built on the meta
     device, no weight read (an FSDP rank but 0, `parallel.Ranks.on_meta`: sharding gives it rank 0's)."""
     model, tokenizer = load_model_and_tokenizer(name_or_path, dtype="float32", device="meta" if on_meta else "cpu")
-    if attn_implementation == "flex_attention" and not getattr(model, "_supports_flex_attn", False):
-        get_logger().warning("{} has no flex_attention support in transformers: the trainer uses sdpa, with a "
-                             "dense T x T mask for prompt trees (long packed rows need much more memory)",
-                             type(model).__name__)
-        attn_implementation = "sdpa"
-    if attn_implementation is not None:
-        model.set_attn_implementation(attn_implementation)
+    attention.use(model, kernel)
     model.config.use_cache = False
     return model.train(), tokenizer
 
@@ -38,12 +33,10 @@ def load_policy(name_or_path: str = DEFAULT_MODEL, attn_implementation: str | No
 def as_reference(model: Any) -> Any:
     """The KL reference model: in train mode like the policy, every dropout off, its parameters frozen.
 
-    transformers wraps its compiled flex_attention anew whenever a module's `training` flag flips, and the
-    trainer alternates policy and reference passes every micro-batch: a reference in eval mode would flip it
-    twice per micro-batch, each flip a candidate for recompiling flex attention until torch's recompile limit,
-    past which it falls back to the unfused kernel that materialises the score matrix (out of memory at 16k
-    tokens). Train mode with dropout off computes exactly what eval mode would, with no flip. Its passes run
-    under `no_grad` (`trainer.step`)."""
+    The trainer alternates policy and reference passes every micro-batch; with both in train mode no module's
+    `training` flag ever flips, so nothing keyed on it (a compiled graph, transformers' flex_attention wrapper,
+    which compiles anew at each flip) changes between them. Train mode with dropout off computes exactly
+    what eval mode would. Its passes run under `no_grad` (`trainer.step`)."""
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0

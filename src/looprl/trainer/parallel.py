@@ -10,8 +10,10 @@ same code runs either way:
   float32). Only rank 0 loads the weights (whole, on the CPU; `fully_shard` moves its shards to the
   GPU). Every other rank builds the model on the meta device (`Ranks.on_meta`) and, once it is sharded,
   receives rank 0's tensors one at a time, keeping its slice: no rank but 0 ever holds the whole model
-  (a 7B model whole in fp32 is 28 GB per rank, 224 GB for 8 ranks on one node's host RAM). One process
-  keeps its model whole and runs bfloat16 under `autocast`.
+  (a 7B model whole in fp32 is 28 GB per rank, 224 GB for 8 ranks on one node's host RAM). A single
+  process in bfloat16 is a one-rank process group sharded the same way (`looprl.device.mixed_precision`):
+  the policy, not autocast, applies the compute dtype, so q, k and v reach the attention kernel in one
+  dtype; a single float32 process keeps its model whole.
 - `assign` hands out a step's micro-batches by tokens (longest first, to the least loaded rank), so
   ranks finish together; every rank runs as many passes as the busiest (the others pad with
   zero-weight passes), since each FSDP pass is a collective.
@@ -25,7 +27,6 @@ single-process one.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from looprl import device as devices
 from looprl.config.deployment import MEMORY_FRACTION_ENV
 from looprl.trainer.logprob_head import logprob_head
 
@@ -50,7 +52,8 @@ class Ranks:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     compute_dtype: torch.dtype = torch.float32
     distributed: bool = False
-    """In a process group, the model sharded with FSDP2 (torchrun's ranks; or one rank, as `bench/gpu_check.py`)."""
+    """In a process group, the model sharded with FSDP2 (torchrun's ranks; or one rank: a bfloat16 process,
+    as `bench/gpu_check.py`)."""
 
     @property
     def is_main(self) -> bool:
@@ -61,11 +64,6 @@ class Ranks:
         """Whether this rank builds its models on the meta device, reading no weights: every FSDP rank but 0,
         which alone loads them and hands each rank its shards when `prepare` shards the model."""
         return self.distributed and not self.is_main
-
-    def autocast(self) -> contextlib.AbstractContextManager[Any]:
-        """bfloat16 compute over float32 weights (a no-op in float32)."""
-        return torch.autocast(self.device.type, dtype=self.compute_dtype,
-                              enabled=self.compute_dtype != torch.float32)
 
     def barrier(self) -> None:
         if self.distributed:
@@ -79,20 +77,23 @@ def setup(device: str = "auto", dtype: str = "auto", timeout_s: float = 3600.0) 
     On a GPU shared with the engine (the launcher then sets `LOOPRL_GPU_MEMORY_FRACTION` to the
     engine's share, `deployment.inference_memory_fraction`) the trainer caps its own allocator at the
     rest less `SHARED_GPU_MARGIN`: otherwise whichever process allocates second runs out of memory."""
-    cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
-    where = torch.device("cpu")
+    where = devices.resolve(device, int(os.environ.get("LOCAL_RANK", "0")))
+    cuda = where.type == "cuda"
     if cuda:
-        where = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(where)
         engine_share = os.environ.get(MEMORY_FRACTION_ENV)
         if engine_share:
-            torch.cuda.set_per_process_memory_fraction(1.0 - float(engine_share) - SHARED_GPU_MARGIN, where)
+            devices.limit_memory(where, 1.0 - float(engine_share) - SHARED_GPU_MARGIN)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size > 1 and not dist.is_initialized():
+    compute = devices.compute_dtype(dtype, where)
+    sharded = world_size > 1 or devices.mixed_precision(compute)
+    if sharded and not dist.is_initialized():
+        # one process: a one-rank group of its own (an in-memory store, no socket), so FSDP2 applies the
+        # mixed-precision policy exactly as it does for torchrun's ranks
+        alone = {} if world_size > 1 else {"store": dist.HashStore(), "rank": 0, "world_size": 1}
         dist.init_process_group("nccl" if cuda else "gloo", device_id=where if cuda else None,
-                                timeout=timedelta(seconds=timeout_s))
-    compute = torch.bfloat16 if dtype == "bfloat16" or (dtype == "auto" and cuda) else torch.float32
-    return Ranks(dist.get_rank() if world_size > 1 else 0, world_size, where, compute, world_size > 1)
+                                timeout=timedelta(seconds=timeout_s), **alone)  # type: ignore[arg-type]
+    return Ranks(dist.get_rank() if sharded else 0, world_size, where, compute, sharded)
 
 
 def teardown(ranks: Ranks) -> None:

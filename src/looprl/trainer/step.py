@@ -67,13 +67,12 @@ def train_step(
         ids, pos = torch.tensor(mb.token_ids, device=to), torch.tensor(mb.position_ids, device=to)
         mask = torch.tensor(mb.loss_mask, device=to)
         inference = torch.tensor(mb.inference_logprobs, device=to)
-        with ranks.autocast():
-            logprobs, entropy = token_logprobs(model, ids, pos, mask, mb.trees, with_entropy=True,
-                                               entropy_grad=entropy_coef > 0)
-            ref = None
-            if ref_model is not None:
-                with torch.no_grad():
-                    ref, _ = token_logprobs(ref_model, ids, pos, mask, mb.trees)
+        logprobs, entropy = token_logprobs(model, ids, pos, mask, mb.trees, with_entropy=True,
+                                           entropy_grad=entropy_coef > 0)
+        ref = None
+        if ref_model is not None:
+            with torch.no_grad():
+                ref, _ = token_logprobs(ref_model, ids, pos, mask, mb.trees)
         out = policy_loss(token_loss, logprobs, inference, torch.tensor(mb.advantages, device=to), w.to(to), ref,
                           kl_coef, sequence_ids(mb).to(to), sequence_level, correction, entropy, entropy_coef)
         (out.loss * ranks.world_size).backward()  # FSDP averages gradients over ranks; the step sums

@@ -10,11 +10,12 @@ import torch
 from looprl import cli
 from looprl.config import InferenceConfig
 from looprl.config.deployment import MEMORY_FRACTION_ENV
+from looprl.device import limit_memory
+from looprl.device import resolve as engine_device
 from looprl.errors import UserError
 from looprl.inference import engine as engine_module
 from looprl.inference.backends import engine_process
 from looprl.inference.batch import DecodeBatch, TransformersForward, prefill
-from looprl.inference.device import engine_device, limit_memory
 from looprl.inference.engine import Engine
 from looprl.inference.lean_decoder import lean_decoder
 from looprl.inference.token_sampling import SamplingParams, sample

@@ -8,6 +8,7 @@ from tests.support.memory import peak_rss_growth_mib
 from tests.support.tiny_model import tiny_model
 
 from looprl.handoff import Tree
+from looprl.trainer import attention
 from looprl.trainer.logprobs import token_logprobs, tree_block_mask
 
 pytestmark = pytest.mark.slow  # compiles (about a minute on a busy CPU; cached afterwards)
@@ -30,9 +31,8 @@ def test_flex_attention_tree_equals_the_dense_mask():
     pos = torch.cat([torch.arange(40), torch.arange(40, 70), torch.arange(40, 65), torch.arange(40, 49),
                      torch.arange(17)])
     out = []
-    for attention in ("sdpa", "flex_attention"):
-        model = tiny_model()
-        model.set_attn_implementation(attention)
+    for kernel in ("sdpa", "flex_attention"):
+        model = attention.use(tiny_model(), kernel)
         with torch.no_grad():
             out.append(token_logprobs(model, ids, pos, trees=trees)[0])
     torch.testing.assert_close(out[1], out[0], atol=1e-5, rtol=1e-5)

@@ -19,9 +19,14 @@ DEMO = ["@", str(Path(__file__).resolve().parents[3] / "examples/demo/rl.toml")]
 def _setup_on_a_mocked_gpu() -> mock.MagicMock:
     with (mock.patch.object(torch.cuda, "is_available", return_value=True),
           mock.patch.object(torch.cuda, "set_device"),
-          mock.patch.object(torch.cuda, "set_per_process_memory_fraction") as cap):
+          mock.patch.object(torch.cuda, "set_per_process_memory_fraction") as cap,
+          mock.patch.object(parallel.dist, "init_process_group") as group,
+          mock.patch.object(parallel.dist, "get_rank", return_value=0)):
         ranks = parallel.setup("auto", "auto")
     assert ranks.device == torch.device("cuda", 0)
+    # bf16 on the GPU: one process is a one-rank NCCL group (FSDP2's mixed precision applies the dtype)
+    assert ranks.compute_dtype == torch.bfloat16 and ranks.distributed
+    assert group.call_args.args == ("nccl",) and group.call_args.kwargs["world_size"] == 1
     return cap
 
 

@@ -35,7 +35,8 @@ WEATHER = [{"type": "function", "function": {"name": "get_weather", "description
 @pytest.fixture(scope="module", params=["embedded", "vllm"])
 def engine(request, tmp_path_factory):
     log = tmp_path_factory.mktemp(request.param) / "inference.log"
-    with engine_process(InferenceConfig(backend=request.param), DEFAULT_MODEL, log, lora_rank=LORA_RANK) as engine:
+    with engine_process(InferenceConfig(backend=request.param), DEFAULT_MODEL, log, lora_rank=LORA_RANK,
+                        weights_dirs=[tmp_path_factory.getbasetemp()]) as engine:
         engine.backend = request.param
         yield engine
 

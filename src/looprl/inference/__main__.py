@@ -28,11 +28,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="GPUs vLLM runs on (default: those in CUDA_VISIBLE_DEVICES)")
     args = parser.parse_args(argv)
     from looprl.config import read_run_config
+    from looprl.errors import UserError
     from looprl.handoff.engine_access import SECRET_ENV, check_engine_bind
     from looprl.inference.backends import run_engine
     from looprl.paths import broadcasts_dir
-
-    from looprl.errors import UserError
 
     secret = os.environ.get(SECRET_ENV)
     try:

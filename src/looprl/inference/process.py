@@ -15,7 +15,8 @@ own process, wait until it answers `/health`, talk to it over HTTP, and stop it 
 API:
 
 - `EngineProcess(model=DEFAULT_MODEL, log_path=None, port=None, host="127.0.0.1",
-  startup_timeout=600.0, extra_args=(), served_model_name=None, secret=None, weights_dirs=())`: nothing starts until `start()` /
+  startup_timeout=600.0, extra_args=(), served_model_name=None, secret=None,
+  weights_dirs=())`: nothing starts until `start()` /
   `with` / `async with`. `model` is an alias, local directory or Hub id (see `looprl.model_loading`).
   `port=None` picks a free port. `log_path=None` logs to a temporary file (deleted on stop).
   `extra_args` are appended to the `looprl inference` command line (e.g. `["--max-batch-size", "32"]`).

@@ -22,9 +22,10 @@ Every process sees `LOOPRL_OUTPUT_DIR`, `MASTER_ADDR`, `MASTER_PORT` (the traine
 `LOOPRL_INFERENCE_URLS` (comma-separated `http://HOST:PORT/v1` of every engine); trainer
 and inference nodes also see `LOOPRL_NODE_RANK`. The engines and the orchestrator get the run secret
 (`LOOPRL_RUN_SECRET`), which the script reads from `{output_dir}/run_secret` (written by `looprl rl`,
-0600) on each node, so it is in no command line and not in the script; the trainer's nodes drop it.
-Each engine binds its node's address (`--host $SLURMD_NODENAME`, the name the orchestrator calls it
-by), not every interface, and refuses every request but `/health` that lacks the secret. Logs, as in the single-node layout:
+0600) on each node, so it is in no command line and not in the script; the trainer's nodes
+drop it. Each engine binds its node's address (`--host $SLURMD_NODENAME`, the name the orchestrator
+calls it by), not every interface, and refuses every request but `/health` that lacks the secret.
+Logs, as in the single-node layout:
 `trainer/node_N.log` (torchrun with local rank 0's output), `inference/node_N.log` (several engines
 on a node: each line prefixed `[gpu I]`),
 `orchestrator.log`, and the symlinks `trainer.log -> trainer/node_0.log`,

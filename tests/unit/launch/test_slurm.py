@@ -37,7 +37,8 @@ def commands(trainer_script: Path) -> dict[str, list[str]]:
     return {
         "orchestrator": [sys.executable, "-c",
                          "import os; print('orchestrator sees', os.environ['LOOPRL_INFERENCE_URLS'], "
-                         "os.environ['MASTER_ADDR']); print('orchestrator secret', os.environ.get('LOOPRL_RUN_SECRET'))"],
+                         "os.environ['MASTER_ADDR']);"
+                         " print('orchestrator secret', os.environ.get('LOOPRL_RUN_SECRET'))"],
         "trainer": [str(trainer_script)],
         "inference": [sys.executable, "-c",
                       "import os, sys; print('engine on inference node', os.environ['LOOPRL_NODE_RANK'], 'gpus',"

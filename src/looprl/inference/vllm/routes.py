@@ -161,7 +161,8 @@ def _weights(state: Any) -> dict[str, Any]:
     return state.looprl_weights
 
 
-def _error(status: int, message: str, code: str = "invalid_weights", type: str = "invalid_request_error") -> JSONResponse:
+def _error(status: int, message: str, code: str = "invalid_weights",
+           type: str = "invalid_request_error") -> JSONResponse:
     body = {"error": {"message": message, "type": type, "param": None, "code": code}}
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(body, status_code=status, headers=headers)

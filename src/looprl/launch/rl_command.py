@@ -164,7 +164,7 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
             urls = [stack.enter_context(engines[0]).url]
             ready = f"engine ready in {duration(time.monotonic() - engine_start)}"
         else:
-            urls = check_engines(cfg.inference.urls)
+            urls = check_engines(cfg.inference.urls, secret)
             ready = f"the engines at {', '.join(urls)} are ready"
         progress.say(f"looprl rl: {ready}; starting the orchestrator and the trainer")
         progress.follow()
@@ -190,8 +190,9 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     return 0
 
 
-def check_engines(urls: list[str]) -> list[str]:
-    """`inference.urls` without a trailing slash, once each answers `/health` (else a one-line error)."""
+def check_engines(urls: list[str], secret: str) -> list[str]:
+    """`inference.urls` without a trailing slash, once each answers `/health` and takes the run `secret`
+    (else a one-line error)."""
     import httpx
 
     from looprl.errors import UserError
@@ -200,10 +201,15 @@ def check_engines(urls: list[str]) -> list[str]:
     for root in roots:
         try:
             healthy = httpx.get(f"{root}/health", timeout=10).status_code == 200
+            refused = healthy and httpx.get(f"{root}/v1/models", timeout=10,
+                                            headers={"Authorization": f"Bearer {secret}"}).status_code == 401
         except httpx.HTTPError:
             healthy = False
         if not healthy:
             raise UserError(f"inference.urls: no engine answers {root}/health")
+        if refused:
+            raise UserError(f"inference.urls: the engine at {root} refuses this run's secret: start it and `looprl rl` "
+                            "with the same LOOPRL_RUN_SECRET in their environment")
     return roots
 
 

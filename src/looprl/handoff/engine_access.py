@@ -19,7 +19,6 @@ Plain standard library: the launcher, the orchestrator and the embedded engine i
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import os
 import secrets
 from collections.abc import Iterable
@@ -27,6 +26,7 @@ from pathlib import Path
 
 from looprl.errors import UserError
 from looprl.paths import secret_path
+from looprl.utils.net import is_loopback
 
 SECRET_ENV = "LOOPRL_RUN_SECRET"
 """The environment variable that carries the run secret to the processes that need it."""
@@ -64,15 +64,6 @@ def inside(path: str | Path, roots: Iterable[str | Path]) -> Path | None:
     """`path` resolved (symlinks followed) if it lies inside one of `roots` (resolved too), else None."""
     resolved = Path(path).expanduser().resolve()
     return resolved if any(resolved.is_relative_to(Path(root).resolve()) for root in roots) else None
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_engine_bind(host: str, secret: str | None) -> None:

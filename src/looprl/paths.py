@@ -19,6 +19,11 @@ def config_path(run_dir: Path) -> Path:
     return Path(run_dir) / "config.toml"
 
 
+def secret_path(run_dir: Path) -> Path:
+    """`run_secret`: the run secret the engines require (mode 0600; `looprl.handoff.engine_access`)."""
+    return Path(run_dir) / "run_secret"
+
+
 def logs_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "logs"
 

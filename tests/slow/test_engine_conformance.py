@@ -28,6 +28,9 @@ from looprl.trainer.loss.kl import token_kl
 pytestmark = pytest.mark.slow
 LORA_RANK = 8
 TOLERANCE = 2e-3
+SECRET = "conformance-run-secret"
+"""The run secret both engines are started with, as `looprl rl` starts them; every request but /health sends it."""
+AUTH = {"Authorization": f"Bearer {SECRET}"}
 WEATHER = [{"type": "function", "function": {"name": "get_weather", "description": "Get the current weather in a city.",
             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
 
@@ -35,7 +38,9 @@ WEATHER = [{"type": "function", "function": {"name": "get_weather", "description
 @pytest.fixture(scope="module", params=["embedded", "vllm"])
 def engine(request, tmp_path_factory):
     log = tmp_path_factory.mktemp(request.param) / "inference.log"
-    with engine_process(InferenceConfig(backend=request.param), DEFAULT_MODEL, log, lora_rank=LORA_RANK) as engine:
+    weights_dirs = [tmp_path_factory.getbasetemp(), resolve_model(DEFAULT_MODEL)]  # the tests' weights, the original
+    with engine_process(InferenceConfig(backend=request.param), DEFAULT_MODEL, log, lora_rank=LORA_RANK,
+                        secret=SECRET, weights_dirs=weights_dirs) as engine:
         engine.backend = request.param
         yield engine
 
@@ -46,14 +51,15 @@ def reference():
 
 
 def chat(engine, messages, model=None, **body):
-    r = httpx.post(f"{engine.base_url}/chat/completions", timeout=600,
+    r = httpx.post(f"{engine.base_url}/chat/completions", timeout=600, headers=AUTH,
                    json={"model": model or engine.model_name, "messages": messages, **body})
     assert r.status_code == 200, r.text
     return r.json()
 
 
 def update(engine, path, version):
-    r = httpx.post(f"{engine.url}/update_weights", json={"path": str(path), "version": version}, timeout=600)
+    r = httpx.post(f"{engine.url}/update_weights", json={"path": str(path), "version": version}, timeout=600,
+                   headers=AUTH)
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -73,6 +79,20 @@ def test_health(engine):
     health = httpx.get(f"{engine.url}/health").json()
     assert health["status"] == "ok" and health["model"] == DEFAULT_MODEL
     assert health["weights"]["version"] == 0 and health["weights"]["model"] == DEFAULT_MODEL
+
+
+def test_the_run_secret_is_required_and_weights_must_be_the_runs(engine, tmp_path_factory):
+    """401 without the run secret (vLLM: its --api-key on /v1, looprl's routes on the rest), 403 outside the
+    engine's weights directories, before anything is loaded."""
+    outside = tmp_path_factory.getbasetemp().parent  # the weights directories' parent
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        assert httpx.get(f"{engine.base_url}/models", headers=headers).status_code == 401
+        r = httpx.post(f"{engine.url}/update_weights", json={"path": str(outside)}, headers=headers, timeout=60)
+        assert r.status_code == 401
+    assert httpx.get(f"{engine.base_url}/models", headers=AUTH).status_code == 200
+    r = httpx.post(f"{engine.url}/update_weights", json={"path": str(outside)}, headers=AUTH, timeout=60)
+    assert r.status_code == 403 and r.json()["error"]["code"] == "path_outside_run"
+    assert httpx.get(f"{engine.url}/health").status_code == 200
 
 
 def test_prompt_token_ids_are_the_rendered_template(engine, reference):
@@ -199,6 +219,6 @@ def test_lora_load_and_unload(engine, reference, tmp_path):
     assert update(engine, resolve_model(DEFAULT_MODEL), 4)["model"] == DEFAULT_MODEL  # unloads the adapter
     assert torch.allclose(greedy_logprobs(engine), before, atol=TOLERANCE)
     if engine.backend == "vllm":
-        gone = httpx.post(f"{engine.base_url}/chat/completions", timeout=60,
+        gone = httpx.post(f"{engine.base_url}/chat/completions", timeout=60, headers=AUTH,
                           json={"model": adapter, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})
         assert gone.status_code == 404

@@ -29,9 +29,10 @@ def reference():
 
 
 @pytest.fixture(scope="module")
-def client():
+def client(tmp_path_factory):
     model, tokenizer = load_model_and_tokenizer(DEFAULT_MODEL)
-    with TestClient(create_app(Engine(model, tokenizer), DEFAULT_MODEL)) as client:
+    weights_dirs = [tmp_path_factory.getbasetemp()]  # where the tests write the weights they load
+    with TestClient(create_app(Engine(model, tokenizer), DEFAULT_MODEL, weights_dirs=weights_dirs)) as client:
         yield client
 
 

@@ -18,6 +18,9 @@ N optimizer steps (version 0: the initial model).
 | `checkpoints/step_N/`            | `latest_checkpoint`          | trainer -> launcher (`--resume`)        |
 |   its `progress.json`            | `TrainBatch.progress`        | orchestrator -> trainer -> orchestrator |
 | any `step_N` directory           | `step_dirs`                  | (discovery, for every reader)           |
+| `run_secret` (0600), handed over | `engine_access`: the secret, | launcher -> engine, orchestrator (the   |
+|   in the environment, never argv | the weights paths an engine  | engine's `Authorization: Bearer`)       |
+|                                  | may load                     |                                         |
 
 Files are written to a temporary sibling and renamed into place (`write_model`), and read by polling
 (`read_model`, `wait_model`, `await_model`). Plain pydantic and JSON, no torch (but for

@@ -28,6 +28,7 @@ import fcntl
 import mmap
 import os
 import struct
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -89,20 +90,22 @@ def read_message(directory: Path) -> SharedWeights | None:
 
 
 class Region:
-    """One process's mapping of a region file (`create` allocates it: the trainer). Mapped once with its
-    page tables filled (`MAP_POPULATE`): the mapping is kept for the run, and a copy through a fresh
-    mapping of 0.5 GB paid ~130k page faults, most of the copy's time."""
+    """One process's mapping of a region file (`create` allocates it: the trainer, which maps it read-write;
+    a reader, the engine, opens and maps it read-only). Mapped once with its page tables filled
+    (`MAP_POPULATE`): the mapping is kept for the run, and a copy through a fresh mapping of 0.5 GB paid
+    ~130k page faults, most of the copy's time."""
 
     def __init__(self, path: str | Path, nbytes: int, create: bool = False) -> None:
-        self.path, self.nbytes = Path(path), nbytes
-        self._fd = os.open(self.path, os.O_RDWR | (os.O_CREAT if create else 0), 0o600)
+        self.path, self.nbytes, self.writable = Path(path), nbytes, create
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT if create else os.O_RDONLY, 0o600)
         try:
             if create:
                 os.posix_fallocate(self._fd, 0, nbytes)  # ENOSPC now, not SIGBUS on a later write
                 os.pwrite(self._fd, _VERSION.pack(CHANGING), 0)
             elif os.fstat(self._fd).st_size < nbytes:
                 raise ValueError(f"{self.path} holds {os.fstat(self._fd).st_size} bytes, fewer than {nbytes}")
-            self._map = mmap.mmap(self._fd, nbytes, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+            prot = mmap.PROT_READ | (mmap.PROT_WRITE if create else 0)
+            self._map = mmap.mmap(self._fd, nbytes, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=prot)
         except BaseException:
             os.close(self._fd)
             raise
@@ -117,10 +120,13 @@ class Region:
         return int(_VERSION.unpack_from(self._map, 0)[0])
 
     def views(self, entries: Iterable[TensorEntry]) -> dict[str, torch.Tensor]:
-        """The tensors of `entries`, in place in the mapping (writing one writes the region)."""
+        """The tensors of `entries`, in place in the mapping (writing one writes the region; a reader's
+        are read-only, and writing one faults)."""
         import torch
 
-        whole = torch.frombuffer(self._map, dtype=torch.uint8)
+        with warnings.catch_warnings():  # a reader's mapping is read-only on purpose: torch warns about it
+            warnings.filterwarnings("ignore", message="The given buffer is not writable")
+            whole = torch.frombuffer(self._map, dtype=torch.uint8)
         return {e.name: whole[e.offset:e.offset + e.nbytes].view(getattr(torch, e.dtype)).view(e.shape)
                 for e in entries}
 

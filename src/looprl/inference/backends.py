@@ -20,6 +20,7 @@ checkpoint's dtype, bfloat16 on the CPU too).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,13 +34,15 @@ if TYPE_CHECKING:
 
 def engine_process(cfg: InferenceConfig, model: str, log_path: Path | None = None, *, lora_rank: int | None = None,
                    log_args: list[str] | None = None, host: str = "127.0.0.1",
-                   port: int | None = None, gpus: int | None = None) -> EngineProcess:
+                   port: int | None = None, gpus: int | None = None, secret: str | None = None,
+                   weights_dirs: Sequence[Path] = ()) -> EngineProcess:
     """The engine for `model` as `cfg` says, not started. `lora_rank`: the trainer trains LoRA adapters
     of this rank (vLLM then loads each broadcast adapter at run time); `log_args`: the embedded
     engine's `--log-level`/`--json-logging` flags; `gpus`: how many GPUs vLLM runs on (default: those
-    in `CUDA_VISIBLE_DEVICES`; the embedded engine always uses the first it sees)."""
+    in `CUDA_VISIBLE_DEVICES`; the embedded engine always uses the first it sees); `secret`: the run
+    secret the engine requires; `weights_dirs`: where `/update_weights` may load from."""
     if cfg.backend == "embedded":
-        return EngineProcess(model, log_path=log_path, host=host, port=port,
+        return EngineProcess(model, log_path=log_path, host=host, port=port, secret=secret, weights_dirs=weights_dirs,
                              extra_args=["--max-batch-size", str(cfg.max_batch_size), "--dtype", cfg.dtype,
                                          *(["--max-kv-tokens", str(cfg.max_kv_tokens)] if cfg.max_kv_tokens else []),
                                          *(log_args or [])])
@@ -50,15 +53,18 @@ def engine_process(cfg: InferenceConfig, model: str, log_path: Path | None = Non
     return VllmProcess(str(resolve_model(model)), python=vllm_python(cfg.vllm_python), served_model_name=model,
                        log_path=log_path, host=host, port=port, tool_call_parser=cfg.tool_call_parser,
                        lora_rank=lora_rank, dtype=dtype, gpus=gpus, tensor_parallel_size=cfg.tensor_parallel_size,
+                       secret=secret, weights_dirs=weights_dirs,
                        vllm_args=["--max-num-seqs", str(cfg.max_batch_size), *_memory_args(cfg.vllm_args),
                                   *cfg.vllm_args])
 
 
 def run_engine(cfg: RLConfig, log_path: Path | None = None, *, host: str = "127.0.0.1", port: int | None = None,
-               gpus: int | None = None) -> EngineProcess:
+               gpus: int | None = None, secret: str | None = None, weights_dirs: Sequence[Path] = ()) -> EngineProcess:
     """The engine of a `looprl rl` run: its policy, with vLLM's LoRA support when the trainer trains
-    adapters, logging at the run's level."""
+    adapters, logging at the run's level, requiring the run `secret` and loading weights only from
+    `weights_dirs` (the run's broadcasts, and its shared-memory region)."""
     return engine_process(cfg.inference, cfg.model.name, log_path, host=host, port=port, gpus=gpus,
+                          secret=secret, weights_dirs=weights_dirs,
                           lora_rank=cfg.trainer.lora.rank if cfg.trainer.lora else None,
                           log_args=["--log-level", cfg.log.level,
                                     *(["--json-logging"] if cfg.log.json_logging else [])])

@@ -4,12 +4,17 @@ A thin entry point: arguments here, torch and transformers imported only inside 
 `looprl inference --help` is instant. Serves until interrupted; `/health` answers once the model is
 loaded. With `--backend vllm` it runs vLLM's server as `looprl rl` does (same flags, looprl's
 `/update_weights`), in the foreground.
+
+Open on loopback by default. With `$LOOPRL_RUN_SECRET` set, every route but `/health` requires it as
+`Authorization: Bearer`; a non-loopback `--host` is refused without it. `/update_weights` loads only
+from the `--weights-dir` directories (none by default).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 from looprl.config.deployment import MEMORY_FRACTION_ENV
 from looprl.model_loading import DEFAULT_MODEL
@@ -22,7 +27,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=DEFAULT_MODEL,
                         help=f"alias, local HF directory or Hub id (default: {DEFAULT_MODEL})")
     parser.add_argument("--served-model-name", default=None, help="the name clients pass as `model` (default: --model)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind (default: 127.0.0.1; another address needs $LOOPRL_RUN_SECRET, a "
+                             "secret every request but /health must then carry as `Authorization: Bearer`)")
+    parser.add_argument("--weights-dir", action="append", type=Path, default=[], metavar="DIR",
+                        help="a directory POST /update_weights may load weights from (the path must resolve inside "
+                             "it); repeatable (default: none, the engine's weights never change)")
     parser.add_argument("--port", type=int, default=8000, help="port to bind (default: 8000)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="auto: CUDA when present (default: auto)")
@@ -51,11 +61,14 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from looprl.config import engine_dtype
+    from looprl.handoff.engine_access import SECRET_ENV, check_engine_bind
     from looprl.model_loading import load_model_and_tokenizer, resolve_model
     from looprl.utils.logger import setup_logger
 
+    secret = os.environ.get(SECRET_ENV) or None
+    check_engine_bind(args.host, secret)
     if args.backend == "vllm":
-        return _run_vllm(args)
+        return _run_vllm(args, secret)
     logger = setup_logger(args.log_level, args.json_logging, process="inference")
 
     path = resolve_model(args.model)  # a bad name fails here, before the heavy imports below
@@ -79,13 +92,13 @@ def run(args: argparse.Namespace) -> int:
     if engine.max_kv_tokens < engine.max_context:
         logger.warning("the KV-cache budget ({} tokens) is below the model's context ({}): longer requests fail",
                        engine.max_kv_tokens, engine.max_context)
-    app = create_app(engine, args.served_model_name or args.model)
+    app = create_app(engine, args.served_model_name or args.model, secret=secret, weights_dirs=args.weights_dir)
     # log_config=None: uvicorn's records go through stdlib logging into the process logger
     uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False)
     return 0
 
 
-def _run_vllm(args: argparse.Namespace) -> int:
+def _run_vllm(args: argparse.Namespace, secret: str | None) -> int:
     from looprl.config import InferenceConfig
     from looprl.errors import UserError
     from looprl.inference.backends import engine_process
@@ -95,6 +108,7 @@ def _run_vllm(args: argparse.Namespace) -> int:
                         "(--gpu-memory-utilization)")
     cfg = InferenceConfig(backend="vllm", vllm_python=args.vllm_python, max_batch_size=args.max_batch_size,
                           dtype=args.dtype)
-    engine = engine_process(cfg, args.model, host=args.host, port=args.port)
+    engine = engine_process(cfg, args.model, host=args.host, port=args.port, secret=secret,
+                            weights_dirs=args.weights_dir)
     engine.model_name = args.served_model_name or args.model
     return engine.serve_foreground()

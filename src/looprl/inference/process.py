@@ -15,10 +15,14 @@ own process, wait until it answers `/health`, talk to it over HTTP, and stop it 
 API:
 
 - `EngineProcess(model=DEFAULT_MODEL, log_path=None, port=None, host="127.0.0.1",
-  startup_timeout=600.0, extra_args=(), served_model_name=None)`: nothing starts until `start()` /
+  startup_timeout=600.0, extra_args=(), served_model_name=None, secret=None,
+  weights_dirs=())`: nothing starts until `start()` /
   `with` / `async with`. `model` is an alias, local directory or Hub id (see `looprl.model_loading`).
   `port=None` picks a free port. `log_path=None` logs to a temporary file (deleted on stop).
   `extra_args` are appended to the `looprl inference` command line (e.g. `["--max-batch-size", "32"]`).
+  `secret`: the run secret the engine then requires on every route but `/health`, handed over in its
+  environment (`LOOPRL_RUN_SECRET`), never on its command line; `weights_dirs`: the directories
+  `/update_weights` may load from (none: it loads nothing).
 - `.base_url`: `http://HOST:PORT/v1`, what an OpenAI client takes; `.url`: the server root
   (`/health`, `/update_weights`); `.model_name`: the name to put in requests
   (`served_model_name`, default `model`); `.process`: the running `subprocess.Popen` (or None);
@@ -53,6 +57,7 @@ from typing import IO
 import httpx
 
 from looprl.errors import UserError
+from looprl.handoff.engine_access import SECRET_ENV
 from looprl.model_loading import DEFAULT_MODEL
 
 LOG_TAIL_LINES = 30
@@ -77,8 +82,11 @@ class EngineProcess:
         startup_timeout: float = 600.0,
         extra_args: Sequence[str] = (),
         served_model_name: str | None = None,
+        secret: str | None = None,
+        weights_dirs: Sequence[Path] = (),
     ) -> None:
         self.model, self.model_name = model, served_model_name or model
+        self.secret, self.weights_dirs = secret, [Path(d) for d in weights_dirs]
         self.host, self.port = host, port or _free_port(host)
         self.startup_timeout, self.extra_args = startup_timeout, list(extra_args)
         self.log_path, self._owns_log = (log_path, False) if log_path else (_temp_log(), True)
@@ -163,12 +171,15 @@ class EngineProcess:
 
     def command(self) -> list[str]:
         """The child's command line (`looprl inference`; `VllmProcess` runs vLLM's server instead)."""
+        weights = [arg for d in self.weights_dirs for arg in ("--weights-dir", str(d))]
         return [sys.executable, "-m", "looprl.cli", "inference", "--model", self.model, "--served-model-name",
-                self.model_name, "--host", self.host, "--port", str(self.port), *self.extra_args]
+                self.model_name, "--host", self.host, "--port", str(self.port), *weights, *self.extra_args]
 
     def environment(self) -> dict[str, str]:
-        """The child's environment."""
-        return {**os.environ, "PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+        """The child's environment: the run secret, if any, is the only one it gets (`SECRET_ENV`)."""
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+        env.pop(SECRET_ENV, None)
+        return {**env, SECRET_ENV: self.secret} if self.secret else env
 
     def _launch(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

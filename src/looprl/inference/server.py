@@ -9,6 +9,11 @@ The event loop only routes: rendering and tokenizing a prompt, and detokenizing 
 run in worker threads (`asyncio.to_thread`), so a prompt of a million tokens holds up no other request
 nor `/health`. They run no torch op there, so no thread but the engine's gets an OpenMP team
 (`engine.single_threaded_caller`); the Rust tokenizer lets go of the GIL while it encodes.
+
+Started with the run secret (`looprl rl`, a SLURM node, or `$LOOPRL_RUN_SECRET` for `looprl inference`),
+every route but `/health` answers 401 without `Authorization: Bearer <secret>`; `/update_weights`
+answers 403 for a directory (or a shared-memory region) outside the engine's weights directories
+(`looprl.handoff.engine_access`).
 """
 
 from __future__ import annotations
@@ -16,22 +21,27 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
+from looprl.handoff.engine_access import authorised
 from looprl.handoff.shared_weights import Superseded
 from looprl.inference import protocol as p
 from looprl.inference.chat import ChatFormatError, parse_tool_calls, render_prompt
 from looprl.inference.engine import Completion, Engine
 from looprl.inference.kv_budget import KVBudgetExceeded
 from looprl.inference.token_sampling import SamplingParams
-from looprl.inference.weight_update import WeightsError, load_update
+from looprl.inference.weight_update import OutsideRun, WeightsError, load_update
+
+OPEN_PATHS = frozenset({"/health"})
+"""What answers without the run secret: the launcher's and the SLURM job's readiness checks."""
 
 
 class ApiError(Exception):
@@ -40,8 +50,11 @@ class ApiError(Exception):
         self.status, self.message, self.code, self.type = status, message, code, type
 
 
-def create_app(engine: Engine, served_model_name: str) -> FastAPI:
-    """The app serving `engine` under `served_model_name`; it starts and stops the engine thread."""
+def create_app(engine: Engine, served_model_name: str, *, secret: str | None = None,
+               weights_dirs: Sequence[Path] = ()) -> FastAPI:
+    """The app serving `engine` under `served_model_name`; it starts and stops the engine thread. With
+    `secret`, every route but `/health` requires it (`Authorization: Bearer`, else 401); `/update_weights`
+    loads only directories inside `weights_dirs` (else 403; none given: every update is refused)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -51,6 +64,7 @@ def create_app(engine: Engine, served_model_name: str) -> FastAPI:
 
     app = FastAPI(title="looprl inference", lifespan=lifespan)
     _install_error_handlers(app)
+    _require_secret(app, secret)
 
     @app.get("/health", response_model=p.HealthResponse)
     async def health() -> p.HealthResponse:
@@ -65,7 +79,9 @@ def create_app(engine: Engine, served_model_name: str) -> FastAPI:
     @app.post("/update_weights", response_model=p.WeightsInfo)
     async def update_weights(body: p.UpdateWeightsRequest) -> p.WeightsInfo:
         try:
-            update = await asyncio.to_thread(load_update, body.path, engine.model, body.version)
+            update = await asyncio.to_thread(load_update, body.path, engine.model, body.version, list(weights_dirs))
+        except OutsideRun as e:
+            raise ApiError(403, str(e), "path_outside_run", "permission_error") from e
         except WeightsError as e:
             raise ApiError(400, str(e), "invalid_weights") from e
         try:
@@ -156,6 +172,20 @@ def _choice(index: int, c: Completion, body: p.ChatCompletionRequest, tokenizer:
 def _token(tokenizer: Any, token_id: int, logprob: float) -> dict[str, Any]:
     text = tokenizer.decode([token_id])
     return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+
+
+def _require_secret(app: FastAPI, secret: str | None) -> None:
+    if not secret:
+        return
+
+    @app.middleware("http")
+    async def check_secret(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        if request.url.path in OPEN_PATHS or authorised(request.headers.get("authorization"), secret):
+            return await call_next(request)
+        error = p.ErrorResponse(error=p.ErrorDetail(message="this engine requires the run secret as "
+                                                    "`Authorization: Bearer`", type="authentication_error",
+                                                    code="invalid_api_key"))
+        return JSONResponse(error.model_dump(), status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
 
 def _install_error_handlers(app: FastAPI) -> None:

@@ -13,7 +13,12 @@ A directory holding `shared_memory.json` (`looprl.handoff.shared_weights`) names
 `/dev/shm` instead: its tensors are views of the region (mapped once per region and kept), checked the
 same way, and `apply` copies straight from them while holding the region's lock, after checking that it
 still holds the version named; if not (the trainer is changing it, or has changed it since), `apply` raises
-`Superseded` before copying anything, so the model keeps its weights whole.
+`Superseded` before copying anything, so the model keeps its weights whole. The engine maps the region
+read-only.
+
+The server passes its weights directories (`allowed`): a directory, or a region, that does not resolve
+inside one of them (symlinks followed) is `OutsideRun`, so a request cannot make the engine read any
+file of the node (`looprl.handoff.engine_access`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import asyncio
 import contextlib
 import functools
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,11 +35,16 @@ from typing import Any
 import torch
 from safetensors.torch import load_file
 
+from looprl.handoff.engine_access import inside
 from looprl.handoff.shared_weights import Region, read_message
 
 
 class WeightsError(ValueError):
     """The directory does not hold weights that fit this model."""
+
+
+class OutsideRun(WeightsError):
+    """The directory (or the shared-memory region it names) is not one this engine may load from."""
 
 
 @dataclass
@@ -57,16 +68,19 @@ class WeightUpdate:
                 state[name].copy_(tensor)
 
 
-def load_update(path: str | Path, model: Any, version: int | None = None) -> WeightUpdate:
+def load_update(path: str | Path, model: Any, version: int | None = None,
+                allowed: Sequence[Path] | None = None) -> WeightUpdate:
     """Read all `*.safetensors` under `path` (or map the shared-memory region it names) and check them
-    against `model`'s state dict."""
-    path = Path(path).expanduser()
+    against `model`'s state dict. With `allowed` (the server's weights directories), `path` and the region
+    must resolve inside one of them (`OutsideRun` otherwise); what is loaded is the resolved path."""
+    path = _allowed(path, allowed)
     if not path.is_dir():
         raise WeightsError(f"weights directory {path} does not exist")
     message = read_message(path)
     if message is not None:
+        region_path = str(_allowed(message.region, allowed))
         try:
-            region = _mapped(message.region, os.stat(message.region).st_ino, message.nbytes)
+            region = _mapped(region_path, os.stat(region_path).st_ino, message.nbytes)
         except (OSError, ValueError) as e:
             raise WeightsError(f"the shared-memory region of {path} cannot be mapped: {e}") from e
         update = WeightUpdate(path, region.views(message.tensors), version, region, message.version)
@@ -74,6 +88,16 @@ def load_update(path: str | Path, model: Any, version: int | None = None) -> Wei
         update = WeightUpdate(path, _read_files(path), version)
     _check(update.tensors, model, path)
     return update
+
+
+def _allowed(path: str | Path, allowed: Sequence[Path] | None) -> Path:
+    if allowed is None:
+        return Path(path).expanduser()
+    resolved = inside(path, allowed)
+    if resolved is None:
+        raise OutsideRun(f"{path} is not inside this engine's weights directories "
+                         f"({', '.join(map(str, allowed)) or 'none: start it with --weights-dir'})")
+    return resolved
 
 
 @functools.lru_cache(maxsize=2)

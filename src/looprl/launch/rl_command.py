@@ -8,6 +8,10 @@ each with its output in `logs/<process>.log` (with `trainer.weight_handoff = "sh
 trainer gets the run's region in `/dev/shm`, `launch.weight_region`, removed when the run ends),
 and supervises them: when one fails the others are stopped, the command exits 1 and prints the tail
 of the failing log; Ctrl-C stops them all.
+Before any of them starts it makes the run secret (`{output_dir}/run_secret`, 0600;
+`looprl.handoff.engine_access`) and hands it to the engine and the orchestrator in their environment,
+never on a command line: the engine binds 127.0.0.1, requires the secret on every route but `/health`
+and loads weights only from the run's `broadcasts/` and its shared-memory region.
 Meanwhile it prints the engine coming up, a line per step, the orchestrator's warnings and a
 closing summary (`launch.progress`, which only reads the run store and the orchestrator's log).
 
@@ -126,12 +130,13 @@ def resumable_step(run_dir: Path) -> int:
 
 
 def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
+    from looprl.handoff.engine_access import SECRET_ENV, create_run_secret
     from looprl.inference.backends import run_engine
     from looprl.launch.placement import place, trainer_command
     from looprl.launch.progress import RunProgress, duration
     from looprl.launch.supervisor import Child, python_module, stop_all, tail, watch
     from looprl.launch.weight_region import weight_region
-    from looprl.paths import log_path
+    from looprl.paths import broadcasts_dir, log_path
 
     signal.signal(signal.SIGTERM, _exit_on_signal)  # `kill` cleans up like Ctrl-C does
     share_cpu_threads(cfg.orchestrator.off_policy_steps)
@@ -141,27 +146,32 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     progress = RunProgress(run_dir, cfg.max_steps, first_step=resume_step + 1)
     progress.say(f"looprl rl: run directory {run_dir} (logs in {log_path(run_dir, '*')})" +
                  (f", resuming after step {resume_step}" if resume_step else ""))
-    engines = [] if cfg.inference.urls else [run_engine(cfg, log_path(run_dir, "inference"))]
+    secret = create_run_secret(run_dir)  # to the engine and the orchestrator, in their environment only
     children: list[Child] = []
     completed = False
     with contextlib.ExitStack() as stack:
+        weights_dirs = [broadcasts_dir(run_dir)]
         if cfg.trainer.weight_handoff == "shared_memory":
-            trainer_args = [*resume, "--weights-region", str(stack.enter_context(weight_region()))]
+            weights_dirs.append(stack.enter_context(weight_region()))
+            trainer_args = [*resume, "--weights-region", str(weights_dirs[-1])]
         else:
             trainer_args = resume
+        engines = [] if cfg.inference.urls else [
+            run_engine(cfg, log_path(run_dir, "inference"), secret=secret, weights_dirs=weights_dirs)]
         if engines:
             progress.say(f"looprl rl: starting the inference engine ({cfg.model.name}) ...")
             engine_start = time.monotonic()
             urls = [stack.enter_context(engines[0]).url]
             ready = f"engine ready in {duration(time.monotonic() - engine_start)}"
         else:
-            urls = check_engines(cfg.inference.urls)
+            urls = check_engines(cfg.inference.urls, secret)
             ready = f"the engines at {', '.join(urls)} are ready"
         progress.say(f"looprl rl: {ready}; starting the orchestrator and the trainer")
         progress.follow()
         try:
             orchestrator = Child("orchestrator", log_path(run_dir, "orchestrator")).start(python_module(
-                "looprl.orchestrator", str(run_dir), "--engine-url", *urls, "--model-name", cfg.model.name, *resume))
+                "looprl.orchestrator", str(run_dir), "--engine-url", *urls, "--model-name", cfg.model.name, *resume),
+                {SECRET_ENV: secret})
             children.append(orchestrator)
             trainer = Child("trainer", log_path(run_dir, "trainer")).start(
                 trainer_command(sys.executable, run_dir, placement.trainer_ranks, trainer_args), placement.trainer_env)
@@ -180,8 +190,9 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     return 0
 
 
-def check_engines(urls: list[str]) -> list[str]:
-    """`inference.urls` without a trailing slash, once each answers `/health` (else a one-line error)."""
+def check_engines(urls: list[str], secret: str) -> list[str]:
+    """`inference.urls` without a trailing slash, once each answers `/health` and takes the run `secret`
+    (else a one-line error)."""
     import httpx
 
     from looprl.errors import UserError
@@ -190,10 +201,15 @@ def check_engines(urls: list[str]) -> list[str]:
     for root in roots:
         try:
             healthy = httpx.get(f"{root}/health", timeout=10).status_code == 200
+            refused = healthy and httpx.get(f"{root}/v1/models", timeout=10,
+                                            headers={"Authorization": f"Bearer {secret}"}).status_code == 401
         except httpx.HTTPError:
             healthy = False
         if not healthy:
             raise UserError(f"inference.urls: no engine answers {root}/health")
+        if refused:
+            raise UserError(f"inference.urls: the engine at {root} refuses this run's secret: start it and `looprl rl` "
+                            "with the same LOOPRL_RUN_SECRET in their environment")
     return roots
 
 
@@ -201,6 +217,7 @@ def submit_to_slurm(cfg: RLConfig, resume_step: int, dry_run: bool) -> int:
     """Write `config.toml` and `rl.sbatch` into `output_dir`; submit it unless `dry_run`."""
     import tomli_w
 
+    from looprl.handoff.engine_access import create_run_secret
     from looprl.launch.slurm import (
         engines_per_node,
         render_sbatch,
@@ -214,6 +231,7 @@ def submit_to_slurm(cfg: RLConfig, resume_step: int, dry_run: bool) -> int:
     run_dir = cfg.output_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path(run_dir).write_text(tomli_w.dumps(cfg.to_toml_dict()))
+    create_run_secret(run_dir)  # the job's processes read it from the shared filesystem
     commands = slurm_commands(sys.executable, run_dir, cfg, resume_step)
     path = write_sbatch(render_sbatch(cfg.slurm, run_dir, **commands, engines_per_node=engines_per_node(cfg)), run_dir)
     if dry_run:

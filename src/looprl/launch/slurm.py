@@ -20,7 +20,12 @@ share (it holds the logs anyway).
 
 Every process sees `LOOPRL_OUTPUT_DIR`, `MASTER_ADDR`, `MASTER_PORT` (the trainer rendezvous) and
 `LOOPRL_INFERENCE_URLS` (comma-separated `http://HOST:PORT/v1` of every engine); trainer
-and inference nodes also see `LOOPRL_NODE_RANK`. Logs, as in the single-node layout:
+and inference nodes also see `LOOPRL_NODE_RANK`. The engines and the orchestrator get the run secret
+(`LOOPRL_RUN_SECRET`), which the script reads from `{output_dir}/run_secret` (written by `looprl rl`,
+0600) on each node, so it is in no command line and not in the script; the trainer's nodes
+drop it. Each engine binds its node's address (`--host $SLURMD_NODENAME`, the name the orchestrator
+calls it by), not every interface, and refuses every request but `/health` that lacks the secret.
+Logs, as in the single-node layout:
 `trainer/node_N.log` (torchrun with local rank 0's output), `inference/node_N.log` (several engines
 on a node: each line prefixed `[gpu I]`),
 `orchestrator.log`, and the symlinks `trainer.log -> trainer/node_0.log`,
@@ -37,7 +42,8 @@ from pathlib import Path
 from looprl.config import RLConfig
 from looprl.config.deployment import SlurmConfig
 from looprl.errors import UserError
-from looprl.paths import log_path, logs_dir, torchrun_log_dir
+from looprl.handoff.engine_access import SECRET_ENV
+from looprl.paths import log_path, logs_dir, secret_path, torchrun_log_dir
 
 SBATCH_NAME = "rl.sbatch"
 
@@ -53,7 +59,7 @@ def slurm_commands(python: str, run_dir: Path, cfg: RLConfig, resume_step: int) 
         f'for root in "${{roots[@]}}"; do until {health} "$root/health" 2>/dev/null; do sleep 2; done; done; '
         f'exec {q(python)} -m looprl.orchestrator {q(str(run_dir))} --engine-url "${{roots[@]}}" '
         f'--model-name {q(cfg.model.name)} {shlex.join(resume)}')
-    inference = [python, "-m", "looprl.inference", str(run_dir), "--host", "0.0.0.0"]
+    inference = [python, "-m", "looprl.inference", str(run_dir)]  # `render_sbatch` adds the node's address
     gpus = cfg.slurm.gpus_per_node if cfg.slurm is not None else 0
     if cfg.inference.backend == "vllm" and gpus:
         inference += ["--gpus", str(gpus)]
@@ -108,6 +114,7 @@ def render_sbatch(cfg: SlurmConfig, output_dir: Path, *, orchestrator: Sequence[
         "set -uo pipefail",
         "",
         f"export LOOPRL_OUTPUT_DIR={q(str(out))}",
+        f"export {SECRET_ENV}=\"$(< {q(str(secret_path(out)))})\"  # the run secret: never on a command line",
         f"LOGS={q(str(logs))}",
         f"SCRIPT={q(str(out / SBATCH_NAME))}",
         f"TRAIN_NODES={cfg.train_nodes}",
@@ -117,6 +124,7 @@ def render_sbatch(cfg: SlurmConfig, output_dir: Path, *, orchestrator: Sequence[
         *cfg.setup,
         "",
         "run_trainer() {",
+        f"  unset {SECRET_ENV}  # the trainer talks to no engine",
         "  export LOOPRL_NODE_RANK=$SLURM_PROCID",
         f"  mkdir -p \"$LOGS/trainer\" {q(str(torchrun_log_dir(out)))}",
         f"  torchrun --nnodes=\"$TRAIN_NODES\" --nproc-per-node={max(cfg.gpus_per_node, 1)} "
@@ -178,13 +186,14 @@ def render_sbatch(cfg: SlurmConfig, output_dir: Path, *, orchestrator: Sequence[
 def _engines(inference: Sequence[str], count: int) -> list[str]:
     """`run_inference`'s body: the node's engine(s), their output appended to the node's log."""
     log = '2>&1 | tee -a "$LOGS/inference/node_$LOOPRL_NODE_RANK.log"'
+    command = f'{shlex.join(inference)} --host "$SLURMD_NODENAME"'  # the name the orchestrator calls it by
     if count == 1:
-        return [f'  {shlex.join(inference)} --port "$INFERENCE_PORT" {log}']
+        return [f'  {command} --port "$INFERENCE_PORT" {log}']
     return [
         "  {",
         '    IFS=, read -ra gpus <<< "${CUDA_VISIBLE_DEVICES:-}"',
         "    for ((i = 0; i < ENGINES_PER_NODE; i++)); do",
-        f'      CUDA_VISIBLE_DEVICES="${{gpus[i]:-$i}}" {shlex.join(inference)} --port "$((INFERENCE_PORT + i))" 2>&1 '
+        f'      CUDA_VISIBLE_DEVICES="${{gpus[i]:-$i}}" {command} --port "$((INFERENCE_PORT + i))" 2>&1 '
         '| sed -u "s/^/[gpu $i] /" &',
         "    done",
         "    wait",

@@ -2,7 +2,9 @@
 
 `looprl rl` starts it after the inference engine is healthy; it reads the run's resolved
 `config.toml` and is the only writer of the run store. Several engine URLs (a SLURM job's inference
-nodes) get the rollouts spread over them and every weight update.
+nodes) get the rollouts spread over them and every weight update. Every request to an engine carries
+the run secret (`$LOOPRL_RUN_SECRET`, taken out of the environment at start, so the env servers it
+starts do not inherit it).
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ def main() -> int:
     parser.add_argument("--model-name", help="the name the engine serves (default: model.name)")
     parser.add_argument("--resume-step", type=int, default=0, help="continue after this checkpoint step")
     args = parser.parse_args()
+    from looprl.handoff.engine_access import take_run_secret
     from looprl.utils.process import run_process
+
+    secret = take_run_secret()  # before any env server starts: user code never sees it
 
     def orchestrate(cfg) -> None:
         from looprl.orchestrator.loop import Orchestrator
 
-        orchestrator = Orchestrator(cfg, args.run_dir, args.engine_url, args.model_name or cfg.model.name)
+        orchestrator = Orchestrator(cfg, args.run_dir, args.engine_url, args.model_name or cfg.model.name, secret)
         asyncio.run(orchestrator.run(args.resume_step))
 
     return run_process("orchestrator", args.run_dir, orchestrate)

@@ -58,14 +58,18 @@ from looprl.utils.logger import get_logger
 
 
 class Orchestrator:
-    def __init__(self, cfg: RLConfig, run_dir: Path, engine_urls: list[str], model_name: str) -> None:
-        """`engine_urls`: the root URL of each engine serving the policy (requests spread over them)."""
+    def __init__(self, cfg: RLConfig, run_dir: Path, engine_urls: list[str], model_name: str,
+                 secret: str | None = None) -> None:
+        """`engine_urls`: the root URL of each engine serving the policy (requests spread over them);
+        `secret`: the run secret they require."""
         self.cfg, self.run_dir = cfg, Path(run_dir)
         sampling = cfg.orchestrator.sampling
         if sampling.seed is None:
             sampling = sampling.model_copy(update={"seed": cfg.seed})
-        gateway = Gateway([f"{url}/v1" for url in engine_urls], model_name, sampling, cfg.orchestrator.context_budget)
-        self.weights = WeightSync(engine_urls, self.run_dir, last_version=cfg.max_steps, on_model=gateway.serve_model)
+        gateway = Gateway([f"{url}/v1" for url in engine_urls], model_name, sampling, cfg.orchestrator.context_budget,
+                          api_key=secret)
+        self.weights = WeightSync(engine_urls, self.run_dir, last_version=cfg.max_steps, on_model=gateway.serve_model,
+                                  secret=secret)
         self.session = RolloutSession(
             self.run_dir, kind="rl", env=cfg.env_runtime(), gateway=gateway, config=cfg.model_dump(mode="json"),
             splits=(cfg.env.train_split, cfg.env.eval_split), model=cfg.model.name,

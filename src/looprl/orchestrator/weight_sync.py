@@ -72,8 +72,11 @@ class EngineUnresponsive(RuntimeError):
 
 class WeightSync:
     def __init__(self, engine_urls: str | Sequence[str], run_dir: Path, version: int = 0,
-                 last_version: int | None = None, on_model: Callable[[str], None] | None = None) -> None:
+                 last_version: int | None = None, on_model: Callable[[str], None] | None = None,
+                 secret: str | None = None) -> None:
         self.engine_urls = [engine_urls] if isinstance(engine_urls, str) else list(engine_urls)
+        self._headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+        """The run secret, which the engines require (`looprl.handoff.engine_access`)."""
         self.run_dir, self.version, self.on_model = Path(run_dir), version, on_model
         self.last_version = last_version
         """The run's last step: once the engine runs it, its broadcast is removed as well."""
@@ -85,7 +88,7 @@ class WeightSync:
 
     async def load(self, path: Path, version: int) -> None:
         body = {"path": str(path.resolve()), "version": version}
-        async with httpx.AsyncClient(timeout=UPDATE_TIMEOUT) as client:
+        async with httpx.AsyncClient(timeout=UPDATE_TIMEOUT, headers=self._headers) as client:
             responses = await asyncio.gather(*(_update_while_alive(client, url, body) for url in self.engine_urls))
         if any(response.status_code == 409 for response in responses):
             raise WeightsSuperseded(path)

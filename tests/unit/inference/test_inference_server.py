@@ -11,9 +11,9 @@ NAME = "tiny"
 
 
 @pytest.fixture
-def client(model_and_tokenizer):
+def client(model_and_tokenizer, tmp_path):
     model, tokenizer = model_and_tokenizer
-    with TestClient(create_app(Engine(model, tokenizer), NAME)) as client:
+    with TestClient(create_app(Engine(model, tokenizer), NAME, weights_dirs=[tmp_path])) as client:
         yield client
 
 

@@ -14,11 +14,11 @@ from looprl.launch.slurm import SlurmConfig, render_sbatch, write_sbatch
 from looprl.paths import log_path, logs_dir, torchrun_log_dir
 
 FAKE_SRUN = """#!/bin/bash
-# srun stand-in: runs --ntasks copies of the command here, each with its SLURM_PROCID.
+# srun stand-in: runs --ntasks copies of the command here, each with its SLURM_PROCID and SLURMD_NODENAME.
 ntasks=1
 while [[ "$1" == --* ]]; do case "$1" in --ntasks=*) ntasks="${1#*=}" ;; esac; shift; done
 pids=()
-for ((i = 0; i < ntasks; i++)); do SLURM_PROCID=$i "$@" & pids+=($!); done
+for ((i = 0; i < ntasks; i++)); do SLURM_PROCID=$i SLURMD_NODENAME=node$i "$@" & pids+=($!); done
 trap 'kill "${pids[@]}" 2>/dev/null' TERM
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
@@ -27,18 +27,23 @@ exit $status
 FAKE_SCONTROL = """#!/bin/bash
 printf 'localhost\\ntrain-b\\ninfer-a\\ninfer-b\\n'
 """
-TRAINER = "import os\nprint(f\"trainer rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}\", flush=True)\n"
+TRAINER = ("import os\nsecret = ' with the run secret' if os.environ.get('LOOPRL_RUN_SECRET') else ''\n"
+           "print(f\"trainer rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}{secret}\", flush=True)\n")
+SECRET = "s3cret-of-the-run"
+"""What `run_job` puts in the run's secret file (`looprl rl` makes it before it writes the script)."""
 
 
 def commands(trainer_script: Path) -> dict[str, list[str]]:
     return {
         "orchestrator": [sys.executable, "-c",
                          "import os; print('orchestrator sees', os.environ['LOOPRL_INFERENCE_URLS'], "
-                         "os.environ['MASTER_ADDR'])"],
+                         "os.environ['MASTER_ADDR']);"
+                         " print('orchestrator secret', os.environ.get('LOOPRL_RUN_SECRET'))"],
         "trainer": [str(trainer_script)],
         "inference": [sys.executable, "-c",
                       "import os, sys; print('engine on inference node', os.environ['LOOPRL_NODE_RANK'], 'gpus',"
-                      " os.environ.get('CUDA_VISIBLE_DEVICES'), *sys.argv[1:])"],
+                      " os.environ.get('CUDA_VISIBLE_DEVICES'), *sys.argv[1:]);"
+                      " print('engine secret', os.environ.get('LOOPRL_RUN_SECRET'))"],
     }
 
 
@@ -75,6 +80,7 @@ def run_job(tmp_path: Path, out: Path, engines_per_node: int = 1, **env: str) ->
     cfg = SlurmConfig(train_nodes=2, inference_nodes=2, gpus_per_node=engines_per_node, rdzv_port=port,
                       inference_port=8123)
     path = write_sbatch(render_sbatch(cfg, out, **commands(trainer_script), engines_per_node=engines_per_node), out)
+    (out / "run_secret").write_text(SECRET + "\n")
     env = {**os.environ, "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
            "SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "localhost,train-b,infer-[a-b]", **env}
     proc = subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True, timeout=240)
@@ -122,10 +128,10 @@ def test_one_embedded_engine_per_gpu_of_each_inference_node(tmp_path):
     out = tmp_path / "run"
     run_job(tmp_path, out, engines_per_node=2, CUDA_VISIBLE_DEVICES="4,5")
     node_0 = log_path(out, "inference").read_text()
-    assert "[gpu 0] engine on inference node 0 gpus 4 --port 8123" in node_0
-    assert "[gpu 1] engine on inference node 0 gpus 5 --port 8124" in node_0
+    assert "[gpu 0] engine on inference node 0 gpus 4 --host node0 --port 8123" in node_0
+    assert "[gpu 1] engine on inference node 0 gpus 5 --host node0 --port 8124" in node_0
     node_1 = (logs_dir(out) / "inference/node_1.log").read_text()
-    assert "[gpu 1] engine on inference node 1 gpus 5 --port 8124" in node_1
+    assert "[gpu 1] engine on inference node 1 gpus 5 --host node1 --port 8124" in node_1
     urls = "http://infer-a:8123/v1,http://infer-a:8124/v1,http://infer-b:8123/v1,http://infer-b:8124/v1"
     assert f"orchestrator sees {urls} localhost" in log_path(out, "orchestrator").read_text()
 
@@ -153,10 +159,10 @@ def test_vllm_on_both_inference_nodes_and_the_orchestrator_given_both(tmp_path, 
                  "--slurm.inference_nodes", "2", "--slurm.gpus_per_node", "8", "--dry-run"]) == 0
     script = (run / "rl.sbatch").read_text()
     assert "ENGINES_PER_NODE=1" in script and '--relative="$TRAIN_NODES"' in script and "INFERENCE_NODES=2" in script
-    assert f"-m looprl.inference {run} --host 0.0.0.0 --gpus 8 --port \"$INFERENCE_PORT\"" in script
+    assert f"-m looprl.inference {run} --gpus 8 --host \"$SLURMD_NODENAME\" --port \"$INFERENCE_PORT\"" in script
     cfg = read_run_config(run)
     assert (cfg.inference.backend, cfg.inference.dtype) == ("vllm", "bfloat16")
-    engine = run_engine(cfg, host="0.0.0.0", port=8000, gpus=8)  # what each inference node runs
+    engine = run_engine(cfg, host="infer-a", port=8000, gpus=8)  # what each inference node runs
     try:
         command = " ".join(engine.command())
     finally:

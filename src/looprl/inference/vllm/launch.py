@@ -21,6 +21,10 @@ pieces: `routes` as HTTP middleware (`/update_weights`, `/health`) and `worker.W
 worker extension. Requests get token ids and logprobs by asking (`return_token_ids`, `logprobs`), as
 the gateway does. `vllm_args` come last, so they override any of these.
 
+The run secret reaches vLLM as its `--api-key` through the environment (`VLLM_API_KEY`, which vLLM
+reads; never on the command line, where `ps` shows it), and the directories weights may come from as
+`LOOPRL_WEIGHTS_DIRS`, both for `routes`.
+
 The interpreter is its own (vLLM pins its own torch and transformers): `vllm_python()` picks it.
 The child sees looprl's package through a one-entry `PYTHONPATH` (a link to the package), never
 looprl's own site-packages. It runs in its own process group, so stopping it also stops vLLM's
@@ -41,6 +45,7 @@ from pathlib import Path
 import looprl
 from looprl.errors import UserError
 from looprl.inference.process import EngineProcess
+from looprl.inference.vllm.routes import API_KEY_ENV, WEIGHTS_DIRS_ENV
 from looprl.inference.vllm.template import tool_template_for
 
 VENV = ".venv-vllm"
@@ -88,9 +93,11 @@ class VllmProcess(EngineProcess):
     def __init__(self, model: str, *, python: str, served_model_name: str, log_path: Path | None = None,
                  port: int | None = None, host: str = "127.0.0.1", startup_timeout: float = 900.0,
                  tool_call_parser: str | None = "hermes", lora_rank: int | None = None, dtype: str = "bfloat16",
-                 gpus: int | None = None, tensor_parallel_size: int = 1, vllm_args: Sequence[str] = ()) -> None:
+                 gpus: int | None = None, tensor_parallel_size: int = 1, vllm_args: Sequence[str] = (),
+                 secret: str | None = None, weights_dirs: Sequence[Path] = ()) -> None:
         super().__init__(model, log_path=log_path, port=port, host=host, startup_timeout=startup_timeout,
-                         extra_args=vllm_args, served_model_name=served_model_name)
+                         extra_args=vllm_args, served_model_name=served_model_name, secret=secret,
+                         weights_dirs=weights_dirs)
         self.python, self.tool_call_parser, self.lora_rank, self.dtype = python, tool_call_parser, lora_rank, dtype
         self.gpus, self.tensor_parallel_size = gpus, tensor_parallel_size
         self._dir: Path | None = None
@@ -138,6 +145,9 @@ class VllmProcess(EngineProcess):
             package.symlink_to(Path(looprl.__file__).resolve().parent)
         env["PYTHONPATH"] = str(package.parent)
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
+        if self.secret:  # vLLM's --api-key, which then guards /v1; `routes` checks it on every other route
+            env[API_KEY_ENV] = self.secret
+        env[WEIGHTS_DIRS_ENV] = os.pathsep.join(map(str, self.weights_dirs))
         return env
 
     def stop(self) -> None:

@@ -14,12 +14,20 @@ looprl.inference.vllm.routes.looprl_routes`).
 - `GET /health`: vLLM's health check, answered with the embedded engine's body
   `{"status": "ok", "model", "weights": {"version", "path", "model"}}`.
 
+With an API key (`VLLM_API_KEY`: the run secret, which vLLM itself checks on `/v1` only), every route
+but `/health` answers 401 without `Authorization: Bearer <key>`: `/update_weights`, and vLLM's own routes
+outside `/v1` too. `/update_weights` loads only a directory that resolves (symlinks followed) inside
+`LOOPRL_WEIGHTS_DIRS`, else 403 (the same rules as the embedded engine, `looprl.handoff.engine_access`,
+which this module cannot import).
+
 Runs in vLLM's interpreter: imports only the standard library, starlette and vLLM.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +35,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+API_KEY_ENV = "VLLM_API_KEY"
+"""vLLM's `--api-key` from the environment: the run secret (`launch.VllmProcess` sets it)."""
+WEIGHTS_DIRS_ENV = "LOOPRL_WEIGHTS_DIRS"
+"""The directories `/update_weights` may load from, `os.pathsep`-separated (none: it loads nothing)."""
+OPEN_PATHS = frozenset({"/health"})
+"""What answers without the key: the launcher's readiness check."""
 ADAPTERS_KEPT = 2
 """The newest adapter and the one before it (requests sent before an update may still name it)."""
 
@@ -38,6 +52,9 @@ class UpdateError(ValueError):
 
 
 async def looprl_routes(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    if request.url.path not in OPEN_PATHS and not _authorised(request.headers.get("authorization")):
+        return _error(401, "this engine requires the run secret as `Authorization: Bearer`", "invalid_api_key",
+                      "authentication_error")
     if request.url.path == "/update_weights" and request.method == "POST":
         return await _update_weights(request)
     response = await call_next(request)
@@ -55,11 +72,31 @@ async def _update_weights(request: Request) -> Response:
             raise UpdateError("version must be an integer")
     except (ValueError, KeyError, TypeError) as e:
         return _error(400, f"expected a JSON body {{\"path\": DIR, \"version\": N}}: {e}")
+    allowed = _inside(path)
+    if allowed is None:
+        return _error(403, f"{path} is not inside this engine's weights directories ({WEIGHTS_DIRS_ENV}: "
+                      f"{os.environ.get(WEIGHTS_DIRS_ENV) or 'none'})", "path_outside_run", "permission_error")
     try:
         async with _lock:
-            return JSONResponse(await update(request.app.state, Path(path).expanduser(), version))
+            return JSONResponse(await update(request.app.state, allowed, version))
     except UpdateError as e:
         return _error(400, str(e))
+
+
+def _authorised(authorization: str | None) -> bool:
+    """The request carries the server's API key (the run secret) as a bearer token, or no key is set."""
+    secret = os.environ.get(API_KEY_ENV)
+    if not secret:
+        return True
+    scheme, _, token = (authorization or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), secret.encode())
+
+
+def _inside(path: str) -> Path | None:
+    """`path` resolved (symlinks followed) if inside one of the weights directories, else None."""
+    resolved = Path(path).expanduser().resolve()
+    roots = [Path(root).resolve() for root in os.environ.get(WEIGHTS_DIRS_ENV, "").split(os.pathsep) if root]
+    return resolved if any(resolved.is_relative_to(root) for root in roots) else None
 
 
 async def update(state: Any, path: Path, version: int | None) -> dict[str, Any]:
@@ -124,6 +161,8 @@ def _weights(state: Any) -> dict[str, Any]:
     return state.looprl_weights
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": "invalid_weights"}}
-    return JSONResponse(body, status_code=status)
+def _error(status: int, message: str, code: str = "invalid_weights",
+           type: str = "invalid_request_error") -> JSONResponse:
+    body = {"error": {"message": message, "type": type, "param": None, "code": code}}
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, headers=headers)

@@ -5,6 +5,7 @@ the orchestrator's client sets is capped at 2 s; before the fix its 600 s read t
 update failed with httpx.ReadTimeout while vLLM's pause (mode="wait") waited for the generation."""
 
 import asyncio
+import shutil
 import time
 
 import httpx
@@ -22,26 +23,37 @@ CAP_S = 2.0
 GENERATED = 400
 
 
+SECRET = "test-run-secret"
+
+
 @pytest.fixture
-def vllm(tmp_path_factory):
-    with engine_process(InferenceConfig(backend="vllm"), DEFAULT_MODEL,
-                        tmp_path_factory.mktemp("vllm") / "inference.log") as engine:
+def run_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("run")
+
+
+@pytest.fixture
+def vllm(run_dir):
+    """Started as `looprl rl` starts it: the run secret, weights only from the run's broadcasts."""
+    with engine_process(InferenceConfig(backend="vllm"), DEFAULT_MODEL, run_dir / "inference.log", secret=SECRET,
+                        weights_dirs=[run_dir / "broadcasts"]) as engine:
         yield engine
 
 
-async def test_vllm_loads_an_update_after_a_long_generation(vllm, tmp_path, monkeypatch):
+async def test_vllm_loads_an_update_after_a_long_generation(vllm, run_dir, monkeypatch):
     monkeypatch.setattr("tests.unit.orchestrator.test_weight_sync_wait.CAP_S", CAP_S)
     monkeypatch.setattr(weight_sync.httpx, "AsyncClient", CappedClient)
     monkeypatch.setattr(weight_sync, "LIVENESS_INTERVAL_S", 0.5)
     monkeypatch.setattr(weight_sync, "LIVENESS_TIMEOUT_S", CAP_S)
-    async with httpx.AsyncClient(timeout=None) as client:
+    step = run_dir / "broadcasts" / "step_1"
+    shutil.copytree(resolve_model(DEFAULT_MODEL), step)
+    async with httpx.AsyncClient(timeout=None, headers={"Authorization": f"Bearer {SECRET}"}) as client:
         started = time.monotonic()
         long = asyncio.create_task(client.post(f"{vllm.base_url}/chat/completions", json={
             "model": vllm.model_name, "messages": [{"role": "user", "content": "Tell me a long story."}],
             "max_tokens": GENERATED, "ignore_eos": True, "temperature": 0}))
         await asyncio.sleep(1.0)  # the generation is running when the update arrives
-        sync = WeightSync(vllm.url, tmp_path)
-        await sync.load(resolve_model(DEFAULT_MODEL), 1)
+        sync = WeightSync(vllm.url, run_dir, secret=SECRET)
+        await sync.load(step, 1)
         loaded = time.monotonic() - started
         assert long.done(), "the update returned while the generation still ran"
         answer = (await long).json()

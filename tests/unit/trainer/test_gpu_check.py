@@ -1,5 +1,7 @@
 """`bench/gpu_check.sh --smoke`: every stage of the first GPU run's check runs on the CPU (tiny random model,
-gloo, one rank) and reports; so the GPU run cannot fail for a reason a CPU would have shown."""
+gloo) and reports; so the GPU run cannot fail for a reason a CPU would have shown. And its bootstrap on a bare
+image: wheels missing or built from other sources are refused before anything runs (`make device-check` runs
+the whole bootstrap in a bare venv; it downloads too much for the suite)."""
 
 import json
 import os
@@ -10,7 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-SECTIONS = ("fsdp", "checkpoint", "recompiles", "mismatch", "block_mask", "tokens_per_s", "peak_mem")
+SECTIONS = ("rl", "fsdp_tokens_per_s", "fsdp", "checkpoint", "recompiles", "mismatch", "block_mask", "tokens_per_s",
+            "peak_mem")
 
 
 @pytest.mark.slow  # compiles flex_attention and the block mask on the CPU: minutes on a busy machine
@@ -33,3 +36,51 @@ def test_the_smoke_run_reports_every_stage(tmp_path):
     assert report["mismatch"]["engine_dtype"] == "torch.bfloat16" and report["mismatch"]["mismatch_kl"] < 1e-3
     assert report["block_mask"]["tokens"] == 32768 and report["peak_mem"]["gib"]["block_mask"] < 0.25
     assert report["tokens_per_s"]["trainer_tokens_per_s"] > 0 and report["tokens_per_s"]["engine_tokens_per_s"] > 0
+    # `looprl rl` itself in bf16, one trainer process with the embedded engine: two steps, finite losses
+    assert report["rl"]["steps"] == 2 and "--trainer.dtype bfloat16" in report["rl"]["command"]
+    # train_step's throughput on the FSDP path, under torchrun with two gloo ranks
+    sharded = report["fsdp_tokens_per_s"]
+    assert sharded["world_size"] == 2 and sharded["all_dtensors"] and sharded["trainer_tokens_per_s"] > 0
+
+
+@pytest.fixture
+def bare_python(tmp_path):
+    """An interpreter without looprl's requirements, as on a bare GPU image."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    return str(tmp_path / "bare" / "bin" / "python")
+
+
+def run_check(python: str, wheels: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHON": python, "LOOPRL_DEVICE_WHEELS": str(wheels)}
+    env.pop("PYTHONPATH", None)
+    return subprocess.run(["bash", str(ROOT / "bench/gpu_check.sh"), "--smoke", "--out", str(tmp_path / "r.json")],
+                          env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_a_bare_image_without_wheels_is_told_to_run_make_device_wheels(bare_python, tmp_path):
+    done = run_check(bare_python, tmp_path / "none", tmp_path)
+    assert done.returncode == 2 and "make device-wheels" in done.stderr and not (tmp_path / "r.json").exists()
+
+
+def test_wheels_built_from_other_sources_are_refused(bare_python, tmp_path):
+    """The folder's SOURCE is the digest of src/ it was built from; another digest means a stale looprl wheel."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "SOURCE").write_text("0" * 64 + "\n")
+    done = run_check(bare_python, wheels, tmp_path)
+    assert done.returncode == 2 and "other sources than src/" in done.stderr
+
+
+def test_the_source_digest_follows_every_file_under_src(tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from device_wheels import source_digest
+    finally:
+        sys.path.pop(0)
+    (tmp_path / "src" / "pkg" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "src" / "pkg" / "a.py").write_text("x = 1\n")
+    first = source_digest(tmp_path)
+    (tmp_path / "src" / "pkg" / "__pycache__" / "a.pyc").write_bytes(b"cache")
+    assert source_digest(tmp_path) == first
+    (tmp_path / "src" / "pkg" / "a.py").write_text("x = 2\n")
+    assert source_digest(tmp_path) != first

@@ -41,8 +41,9 @@ platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --p
 py312=build/device-image-3.12/bin/python
 "$py312" -m pip install --quiet --no-index --no-deps --no-compile --target "$work/site312" .device-wheels/*.whl
 compiled=$(cd .device-wheels && ls ./*.whl | grep -v -- '-none-any.whl' | sed 's|^\./||; s/-.*//' | tr '\n' ' ')
-PYTHONPATH=$work/site312 "$py312" -c "import importlib, sys
-for name in sys.argv[1:]:
-    importlib.import_module(name)
-print('cp312 compiled wheels import:', *sys.argv[1:])" $compiled
+PYTHONPATH=$work/site312 "$py312" -c "import importlib, os, sys
+for name in sys.argv[2:]:
+    module = importlib.import_module(name)
+    assert module.__file__.startswith(os.path.abspath(sys.argv[1])), module.__file__
+print('cp312 compiled wheels import:', *sys.argv[2:])" "$work/site312" $compiled
 echo "device-check passed: report in $work/report.json"

@@ -43,10 +43,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -64,7 +66,9 @@ STAGES = ("rl", "fsdp_tokens_per_s", "fsdp", "checkpoint", "mismatch", "block_ma
 """In the order they run: the two that start processes first (this one holds little GPU memory yet), the one
 whose compile time is least known last (each writes the report as it ends)."""
 RL_TIMEOUT_S, FSDP_TIMEOUT_S = 240, 150
-"""The subprocess stages' own limits, inside `gpu_check.sh`'s 470 s."""
+"""The subprocess stages' own limits on a GPU, inside `gpu_check.sh`'s 470 s; the CPU smoke gets `SMOKE_SLACK`
+times as long (`looprl rl` starts four processes that each import torch: 4 minutes at load 10 on 2 cores)."""
+SMOKE_SLACK = 3
 PRIME_RL_TOKENS_PER_S = 11900.0
 
 
@@ -85,6 +89,10 @@ class Setup:
     @property
     def cuda(self) -> bool:
         return self.device.type == "cuda"
+
+    def limit(self, gpu_seconds: float) -> float:
+        """A subprocess stage's time limit: `gpu_seconds` on a GPU, `SMOKE_SLACK` times that on the CPU."""
+        return gpu_seconds if self.cuda else gpu_seconds * SMOKE_SLACK
 
     @property
     def training_attention(self) -> str:
@@ -256,7 +264,7 @@ class Checks:
         command = [sys.executable, "-m", "looprl.cli", "rl", *configs, "--model.name", str(model_dir),
                    "--output_dir", str(run_dir), "--trainer.dtype", "bfloat16", "--max_steps", "2",
                    "--orchestrator.batch_size", "8", "--orchestrator.group_size", "4"]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=RL_TIMEOUT_S)
+        done = run_child(command, self.setup.limit(RL_TIMEOUT_S))
         listed = subprocess.run([sys.executable, "-m", "looprl.cli", "metrics", str(run_dir), "--json"],
                                 capture_output=True, text=True, timeout=60)
         steps = [json.loads(line) for line in listed.stdout.splitlines() if line.startswith("{")]
@@ -266,7 +274,7 @@ class Checks:
                "losses": losses, "mismatch_kl": [step.get("train/mismatch_kl") for step in steps],
                "trainer_dtype": "bfloat16", "command": " ".join(command[2:])}
         if not out["ok"]:
-            out["output_tail"] = (done.stdout + done.stderr)[-3000:]
+            out["output_tail"] = done.stdout[-3000:]
         return out
 
     def fsdp_tokens_per_s(self) -> dict[str, Any]:
@@ -276,9 +284,9 @@ class Checks:
         out = self.scratch / "fsdp_tokens_per_s.json"
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
                    __file__, "--fsdp-worker", str(out), *([] if self.setup.cuda else ["--smoke"])]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=FSDP_TIMEOUT_S)
+        done = run_child(command, self.setup.limit(FSDP_TIMEOUT_S))
         if done.returncode != 0 or not out.is_file():
-            return {"ok": False, "returncode": done.returncode, "output_tail": (done.stdout + done.stderr)[-3000:]}
+            return {"ok": False, "returncode": done.returncode, "output_tail": done.stdout[-3000:]}
         return json.loads(out.read_text())
 
     def fsdp(self) -> dict[str, Any]:
@@ -478,6 +486,41 @@ class Checks:
                 "prime_rl_reference_tokens_per_s": PRIME_RL_TOKENS_PER_S, **engine}
 
 
+_CHILDREN: set[int] = set()
+"""Process groups of the subprocess stages still running: `stop_children` ends them when this script is."""
+
+
+def run_child(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """`command` in a process group of its own; past `timeout_s` the whole group (`looprl rl`'s engine, env
+    server and trainer, torchrun's ranks) gets SIGTERM, then SIGKILL, so no orphan keeps the GPU's memory for
+    the stages after it. The result's return code is then -SIGTERM or -SIGKILL."""
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+    _CHILDREN.add(child.pid)
+    try:
+        out, _ = child.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGTERM)
+        try:
+            out, _ = child.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            out, _ = child.communicate()
+        out += f"\n[gpu_check: stopped after {timeout_s:.0f} s]"
+    finally:
+        _CHILDREN.discard(child.pid)
+    return subprocess.CompletedProcess(command, child.returncode, out, "")
+
+
+def stop_children(signum: int, _frame: Any) -> None:
+    """SIGTERM (`gpu_check.sh`'s overall `timeout`): the subprocess stages' groups, which that signal does not
+    reach, go too."""
+    for pid in list(_CHILDREN):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    raise SystemExit(128 + signum)
+
+
 def fsdp_worker(setup: Setup, out: Path) -> None:
     """One torchrun rank of `fsdp_tokens_per_s`: the model `fully_shard`ed over every rank (also one: the
     trainer's FSDP path, which a one-rank trainer does not take), a warm-up step, then three timed ones."""
@@ -616,6 +659,7 @@ def main() -> int:
     unknown = set(stages) - set(STAGES)
     if unknown:
         parser.error(f"unknown stages {sorted(unknown)}")
+    signal.signal(signal.SIGTERM, stop_children)
     if not args.smoke and not torch.cuda.is_available():
         print("no CUDA device (use --smoke for the CPU run)", file=sys.stderr)
         return 2

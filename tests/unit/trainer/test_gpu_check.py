@@ -3,11 +3,13 @@ gloo) and reports; so the GPU run cannot fail for a reason a CPU would have show
 image: wheels missing or built from other sources are refused before anything runs (`make device-check` runs
 the whole bootstrap in a bare venv; it downloads too much for the suite)."""
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,13 +18,13 @@ SECTIONS = ("rl", "fsdp_tokens_per_s", "fsdp", "checkpoint", "recompiles", "mism
             "peak_mem")
 
 
-@pytest.mark.slow  # compiles flex_attention and the block mask on the CPU: minutes on a busy machine
-@pytest.mark.timeout(900)
+@pytest.mark.slow  # starts `looprl rl` and torchrun, compiles flex_attention and the block mask: minutes
+@pytest.mark.timeout(1560)
 def test_the_smoke_run_reports_every_stage(tmp_path):
     out = tmp_path / "report.json"
     env = {**os.environ, "PYTHON": sys.executable}
     done = subprocess.run(["bash", str(ROOT / "bench/gpu_check.sh"), "--smoke", "--out", str(out)], env=env,
-                          capture_output=True, text=True, timeout=880)
+                          capture_output=True, text=True, timeout=1530)
     report = json.loads(out.read_text())
     assert done.returncode == 0, report["errors"] or done.stderr[-3000:]
     assert set(SECTIONS) <= set(report) and report["smoke"] and not report["errors"]
@@ -71,12 +73,17 @@ def test_wheels_built_from_other_sources_are_refused(bare_python, tmp_path):
     assert done.returncode == 2 and "other sources than src/" in done.stderr
 
 
+def bench_module(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_the_source_digest_follows_every_file_under_src(tmp_path):
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        from device_wheels import source_digest
-    finally:
-        sys.path.pop(0)
+    source_digest = bench_module("device_wheels").source_digest
     (tmp_path / "src" / "pkg" / "__pycache__").mkdir(parents=True)
     (tmp_path / "src" / "pkg" / "a.py").write_text("x = 1\n")
     first = source_digest(tmp_path)
@@ -84,3 +91,14 @@ def test_the_source_digest_follows_every_file_under_src(tmp_path):
     assert source_digest(tmp_path) == first
     (tmp_path / "src" / "pkg" / "a.py").write_text("x = 2\n")
     assert source_digest(tmp_path) != first
+
+
+def test_a_stage_past_its_limit_ends_with_its_whole_process_group(tmp_path):
+    """`looprl rl` and torchrun start processes of their own: a stage that overruns takes them all down, so none
+    keeps the GPU's memory from the stages after it."""
+    marker = tmp_path / "grandchild"
+    command = ["bash", "-c", f"sleep 60 >/dev/null 2>&1 & echo $! > {marker}; wait"]
+    done = bench_module("gpu_check").run_child(command, 1)
+    assert done.returncode < 0 and "stopped after 1 s" in done.stdout
+    status = Path(f"/proc/{int(marker.read_text())}/status")
+    assert not status.exists() or "State:\tZ" in status.read_text()  # gone, or a zombie awaiting its reaper

@@ -5,9 +5,10 @@ locally (`--model DIR` loads a local HF model instead, for a realistic `mismatch
 stage, in the order they run:
 
 - `rl`: `looprl rl @ examples/demo/rl.toml @ examples/scaling/one_gpu.toml --trainer.dtype bfloat16` on that
-  model saved as an HF directory (a word-level tokenizer over its whole vocabulary, ChatML): one trainer
-  process beside the embedded engine on the same GPU, two steps with finite losses (`--smoke`: on the CPU,
-  without `one_gpu.toml`);
+  model saved as an HF directory (a word-level tokenizer over its whole vocabulary, ChatML), the demo's
+  prompts rewarded by coin flips (`gpu_check_env.py`: a random model's replies would all score alike and
+  train nothing): one trainer process beside the embedded engine on the same GPU, two steps that each
+  train, with finite losses (`--smoke`: on the CPU, without `one_gpu.toml`);
 - `fsdp_tokens_per_s`: `train_step` on packed 16k-token rows, the model `fully_shard`ed under torchrun over
   every GPU (two gloo ranks with `--smoke`), as the trainer's FSDP path runs: tokens of all ranks per second;
 - `fsdp`: FSDP2 `fully_shard` on a one-rank process group (NCCL; gloo with `--smoke`): two optimizer
@@ -262,6 +263,7 @@ class Checks:
         run_dir = self.scratch / "rl_run"
         configs = ["@", "examples/demo/rl.toml", *(["@", "examples/scaling/one_gpu.toml"] if self.setup.cuda else [])]
         command = [sys.executable, "-m", "looprl.cli", "rl", *configs, "--model.name", str(model_dir),
+                   "--env.source", f"{Path(__file__).parent / 'gpu_check_env.py'}:CoinEnv",
                    "--output_dir", str(run_dir), "--trainer.dtype", "bfloat16", "--max_steps", "2",
                    "--orchestrator.batch_size", "8", "--orchestrator.group_size", "4"]
         done = run_child(command, self.setup.limit(RL_TIMEOUT_S))
@@ -270,8 +272,10 @@ class Checks:
         steps = [json.loads(line) for line in listed.stdout.splitlines() if line.startswith("{")]
         losses = [step.get("train/loss") for step in steps]
         finite = len(steps) == 2 and all(isinstance(x, float) and math.isfinite(x) for x in losses)
-        out = {"ok": done.returncode == 0 and finite, "returncode": done.returncode, "steps": len(steps),
-               "losses": losses, "mismatch_kl": [step.get("train/mismatch_kl") for step in steps],
+        trained = [int(step.get("samples", 0)) for step in steps]  # 0: every group skipped, nothing trained
+        out = {"ok": done.returncode == 0 and finite and all(trained), "returncode": done.returncode,
+               "steps": len(steps), "samples_trained": trained, "losses": losses,
+               "mismatch_kl": [step.get("train/mismatch_kl") for step in steps],
                "trainer_dtype": "bfloat16", "command": " ".join(command[2:])}
         if not out["ok"]:
             out["output_tail"] = done.stdout[-3000:]

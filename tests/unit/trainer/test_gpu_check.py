@@ -40,6 +40,7 @@ def test_the_smoke_run_reports_every_stage(tmp_path):
     assert report["tokens_per_s"]["trainer_tokens_per_s"] > 0 and report["tokens_per_s"]["engine_tokens_per_s"] > 0
     # `looprl rl` itself in bf16, one trainer process with the embedded engine: two steps, finite losses
     assert report["rl"]["steps"] == 2 and "--trainer.dtype bfloat16" in report["rl"]["command"]
+    assert all(report["rl"]["samples_trained"])  # each step trained (coin-flip rewards: no group skipped)
     # train_step's throughput on the FSDP path, under torchrun with two gloo ranks
     sharded = report["fsdp_tokens_per_s"]
     assert sharded["world_size"] == 2 and sharded["all_dtensors"] and sharded["trainer_tokens_per_s"] > 0

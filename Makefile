@@ -95,5 +95,17 @@ test312: venv312
 bench: install
 	$(PY) bench/runtime.py
 
+# The wheels a bare GPU image (Python 3.12, torch, transformers, tokenizers, safetensors; no network) needs to
+# run looprl, looprl's own included, into the git-ignored .device-wheels/ (about 14 MiB); bench/gpu_check.sh
+# installs them offline there (docs/scaling.md, "Checking a GPU machine").
+.PHONY: device-wheels device-check
+device-wheels:
+	python3 bench/device_wheels.py --dest .device-wheels
+
+# That bootstrap tested on the CPU: a bare venv, its wheels, gpu_check.sh --smoke; then the cp312 set installs
+# and imports on Python 3.12. Downloads a few hundred MB (transformers and torch's requirements), so not in `make test`.
+device-check:
+	bash bench/device_check.sh
+
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(VENV312) runs site

@@ -1,8 +1,16 @@
-"""The GPU check (`bench/gpu_check.sh`): the trainer's GPU paths in one process, one JSON report, no download.
+"""The GPU check (`bench/gpu_check.sh`): looprl's GPU paths, one JSON report, no download.
 
 A Qwen3-0.6B-shaped model (28 layers, hidden 1024, vocabulary 151936) with random weights, built
-locally (`--model DIR` loads a local HF model instead, for a realistic `mismatch`). One section per stage:
+locally (`--model DIR` loads a local HF model instead, for a realistic `mismatch` and `rl`). One section per
+stage, in the order they run:
 
+- `rl`: `looprl rl @ examples/demo/rl.toml @ examples/scaling/one_gpu.toml --trainer.dtype bfloat16` on that
+  model saved as an HF directory (a word-level tokenizer over its whole vocabulary, ChatML), the demo's
+  prompts rewarded by coin flips (`gpu_check_env.py`: a random model's replies would all score alike and
+  train nothing): one trainer process beside the embedded engine on the same GPU, two steps that each
+  train, with finite losses (`--smoke`: on the CPU, without `one_gpu.toml`);
+- `fsdp_tokens_per_s`: `train_step` on packed 16k-token rows, the model `fully_shard`ed under torchrun over
+  every GPU (two gloo ranks with `--smoke`), as the trainer's FSDP path runs: tokens of all ranks per second;
 - `fsdp`: FSDP2 `fully_shard` on a one-rank process group (NCCL; gloo with `--smoke`): two optimizer
   steps with finite grad norms, every parameter a DTensor, the gathered full state dict's keys equal to
   the unsharded model's;
@@ -20,10 +28,11 @@ locally (`--model DIR` loads a local HF model instead, for a realistic `mismatch
 - `tokens_per_s`: `train_step` (forward, backward, AdamW) on packed 16k-token rows, bf16 layers over
   fp32 master weights, flex attention (prime-rl publishes 11.9k tokens/s for Qwen3-0.6B at 16k on
   1xH100), and the embedded engine's generation tokens/s (bf16, capped at `--engine-memory-fraction`);
-- `peak_mem`: each stage's peak memory (CUDA: `max_memory_allocated`, GiB; CPU: resident-memory peak
-  above the stage's start, GiB).
+- `peak_mem`: each stage's peak memory in this process (CUDA: `max_memory_allocated`, GiB; CPU:
+  resident-memory peak above the stage's start, GiB); `rl` and `fsdp_tokens_per_s` run in processes of
+  their own, which it does not count.
 
-`--smoke` runs every stage on the CPU with a tiny random model in float32 (gloo, one rank) and writes
+`--smoke` runs every stage on the CPU with a tiny random model in float32 (gloo) and writes
 the same keys; where a stage needs CUDA its `checked` says what ran instead (flex_attention has no
 backward on the CPU: `recompiles` runs forward passes, training stages use sdpa). A test runs it, so
 the script does not crash on a GPU for a reason a CPU would have shown.
@@ -35,23 +44,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
+import os
 import random
+import signal
+import subprocess
 import sys
 import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-STAGES = ("fsdp", "checkpoint", "mismatch", "block_mask", "tokens_per_s", "recompiles")
-"""In the order they run: the one whose compile time is least known last (each writes the report as it ends)."""
+STAGES = ("rl", "fsdp_tokens_per_s", "fsdp", "checkpoint", "mismatch", "block_mask", "tokens_per_s", "recompiles")
+"""In the order they run: the two that start processes first (this one holds little GPU memory yet), the one
+whose compile time is least known last (each writes the report as it ends)."""
+RL_TIMEOUT_S, FSDP_TIMEOUT_S = 240, 150
+"""The subprocess stages' own limits on a GPU, inside `gpu_check.sh`'s 470 s; the CPU smoke gets `SMOKE_SLACK`
+times as long (`looprl rl` starts four processes that each import torch: 4 minutes at load 10 on 2 cores)."""
+SMOKE_SLACK = 3
 PRIME_RL_TOKENS_PER_S = 11900.0
 
 
@@ -72,6 +90,10 @@ class Setup:
     @property
     def cuda(self) -> bool:
         return self.device.type == "cuda"
+
+    def limit(self, gpu_seconds: float) -> float:
+        """A subprocess stage's time limit: `gpu_seconds` on a GPU, `SMOKE_SLACK` times that on the CPU."""
+        return gpu_seconds if self.cuda else gpu_seconds * SMOKE_SLACK
 
     @property
     def training_attention(self) -> str:
@@ -111,6 +133,32 @@ def build_model(setup: Setup, seed: int = 0) -> Any:
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.config.use_cache = False
     return model.train()
+
+
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+          "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+
+
+def save_model_dir(setup: Setup, out: Path) -> Path:
+    """The random-weight model as a Hugging Face directory `looprl rl` loads like a real one: a word-level
+    tokenizer over the whole vocabulary (so every sampled id decodes) with ChatML and `<|im_end|>` as EOS."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(SPECIAL)}
+    vocab.update({f"t{i}": i for i in range(len(SPECIAL), setup.vocab)})
+    raw = Tokenizer(models.WordLevel(vocab, unk_token=SPECIAL[0]))
+    raw.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=SPECIAL[2], pad_token=SPECIAL[0],
+                                        unk_token=SPECIAL[0], additional_special_tokens=list(SPECIAL[1:2]))
+    tokenizer.chat_template = CHATML
+    model = build_model(setup)
+    model.config.eos_token_id, model.config.pad_token_id = vocab[SPECIAL[2]], 0
+    model.generation_config.eos_token_id, model.generation_config.pad_token_id = vocab[SPECIAL[2]], 0
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
 
 
 def word_tokenizer() -> Any:
@@ -207,6 +255,43 @@ class Checks:
     def __init__(self, setup: Setup, scratch: Path) -> None:
         self.setup, self.scratch = setup, scratch
         self.sharded: tuple[Any, Any, Any, Any] | None = None  # model, optimizer, scheduler, ranks
+
+    def rl(self) -> dict[str, Any]:
+        """`looprl rl` itself, one trainer process with `--trainer.dtype bfloat16` (defect 1's path: the GPU
+        default, with `examples/scaling/one_gpu.toml`), the embedded engine, the demo env, two steps."""
+        model_dir = self.setup.model_path or save_model_dir(self.setup, self.scratch / "rl_model")
+        run_dir = self.scratch / "rl_run"
+        configs = ["@", "examples/demo/rl.toml", *(["@", "examples/scaling/one_gpu.toml"] if self.setup.cuda else [])]
+        command = [sys.executable, "-m", "looprl.cli", "rl", *configs, "--model.name", str(model_dir),
+                   "--env.source", f"{Path(__file__).parent / 'gpu_check_env.py'}:CoinEnv",
+                   "--output_dir", str(run_dir), "--trainer.dtype", "bfloat16", "--max_steps", "2",
+                   "--orchestrator.batch_size", "8", "--orchestrator.group_size", "4"]
+        done = run_child(command, self.setup.limit(RL_TIMEOUT_S))
+        listed = subprocess.run([sys.executable, "-m", "looprl.cli", "metrics", str(run_dir), "--json"],
+                                capture_output=True, text=True, timeout=60)
+        steps = [json.loads(line) for line in listed.stdout.splitlines() if line.startswith("{")]
+        losses = [step.get("train/loss") for step in steps]
+        finite = len(steps) == 2 and all(isinstance(x, float) and math.isfinite(x) for x in losses)
+        trained = [int(step.get("samples", 0)) for step in steps]  # 0: every group skipped, nothing trained
+        out = {"ok": done.returncode == 0 and finite and all(trained), "returncode": done.returncode,
+               "steps": len(steps), "samples_trained": trained, "losses": losses,
+               "mismatch_kl": [step.get("train/mismatch_kl") for step in steps],
+               "trainer_dtype": "bfloat16", "command": " ".join(command[2:])}
+        if not out["ok"]:
+            out["output_tail"] = done.stdout[-3000:]
+        return out
+
+    def fsdp_tokens_per_s(self) -> dict[str, Any]:
+        """`train_step` throughput on the FSDP path as the trainer runs it: torchrun, one rank per GPU (two
+        gloo ranks with `--smoke`), every rank's share of the rows, tokens of all ranks over the step time."""
+        ranks = torch.cuda.device_count() if self.setup.cuda else 2
+        out = self.scratch / "fsdp_tokens_per_s.json"
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
+                   __file__, "--fsdp-worker", str(out), *([] if self.setup.cuda else ["--smoke"])]
+        done = run_child(command, self.setup.limit(FSDP_TIMEOUT_S))
+        if done.returncode != 0 or not out.is_file():
+            return {"ok": False, "returncode": done.returncode, "output_tail": done.stdout[-3000:]}
+        return json.loads(out.read_text())
 
     def fsdp(self) -> dict[str, Any]:
         from looprl.trainer import attention, parallel
@@ -406,6 +491,84 @@ class Checks:
                 "prime_rl_reference_tokens_per_s": PRIME_RL_TOKENS_PER_S, **engine}
 
 
+_CHILDREN: set[int] = set()
+"""Process groups of the subprocess stages still running: `stop_children` ends them when this script is."""
+
+
+def run_child(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """`command` in a process group of its own; past `timeout_s` the whole group (`looprl rl`'s engine, env
+    server and trainer, torchrun's ranks) gets SIGTERM, then SIGKILL, so no orphan keeps the GPU's memory for
+    the stages after it. The result's return code is then -SIGTERM or -SIGKILL."""
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+    _CHILDREN.add(child.pid)
+    try:
+        out, _ = child.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGTERM)
+        try:
+            out, _ = child.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            out, _ = child.communicate()
+        out += f"\n[gpu_check: stopped after {timeout_s:.0f} s]"
+    finally:
+        _CHILDREN.discard(child.pid)
+    return subprocess.CompletedProcess(command, child.returncode, out, "")
+
+
+def stop_children(signum: int, _frame: Any) -> None:
+    """SIGTERM (`gpu_check.sh`'s overall `timeout`): the subprocess stages' groups, which that signal does not
+    reach, go too."""
+    for pid in list(_CHILDREN):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    raise SystemExit(128 + signum)
+
+
+def fsdp_worker(setup: Setup, out: Path) -> None:
+    """One torchrun rank of `fsdp_tokens_per_s`: the model `fully_shard`ed over every rank (also one: the
+    trainer's FSDP path, which a one-rank trainer does not take), a warm-up step, then three timed ones."""
+    from looprl.trainer import parallel
+    from looprl.trainer.loss import clipped
+    from looprl.trainer.optim import build_optimizer, build_scheduler
+    from looprl.trainer.step import train_step
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if setup.cuda:
+        setup = replace(setup, device=torch.device("cuda", int(os.environ["LOCAL_RANK"])))
+        torch.cuda.set_device(setup.device)
+    dist.init_process_group("nccl" if setup.cuda else "gloo", device_id=setup.device if setup.cuda else None)
+    try:
+        ranks = parallel.Ranks(rank, world, setup.device, setup.compute_dtype, distributed=True)
+        model = build_model(setup)
+        model.set_attn_implementation(setup.training_attention)
+        model = parallel.prepare(model, ranks)
+        optimizer = build_optimizer(model, lr=1e-6)
+        scheduler = build_scheduler(optimizer)
+        rows, steps = packed_rows(setup, 2 * world), 3
+        train_step(model, optimizer, scheduler, rows, clipped.token_loss, ranks=ranks)  # warm-up: kernels, allocator
+        _sync(setup)
+        dist.barrier()
+        start = time.perf_counter()
+        norms = [train_step(model, optimizer, scheduler, rows, clipped.token_loss, ranks=ranks)["grad_norm"]
+                 for _ in range(steps)]
+        _sync(setup)
+        dist.barrier()
+        elapsed = time.perf_counter() - start
+        if rank == 0:
+            tokens_per_s = len(rows) * setup.row_tokens * steps / elapsed
+            out.write_text(json.dumps({
+                "ok": tokens_per_s > 0 and all(map(math.isfinite, norms)), "world_size": world,
+                "backend": dist.get_backend(), "trainer_tokens_per_s": tokens_per_s,
+                "tokens_per_s_per_rank": tokens_per_s / world, "trainer_step_s": elapsed / steps,
+                "rows_per_step": len(rows), "row_tokens": setup.row_tokens, "grad_norms": norms,
+                "all_dtensors": all(type(p).__name__ == "DTensor" for p in model.parameters()),
+                "prime_rl_reference_tokens_per_s": PRIME_RL_TOKENS_PER_S}))
+    finally:
+        dist.destroy_process_group()
+
+
 def engine_tokens_per_s(setup: Setup, sequences: int, max_tokens: int, memory_fraction: float = 0.4) -> dict[str, Any]:
     """The embedded engine's batched generation, in process (no HTTP), bf16, capped as when it shares a GPU."""
     from looprl.device import limit_memory
@@ -492,11 +655,16 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="every stage on the CPU with a tiny random model")
     parser.add_argument("--model", help="a local HF model directory (or looprl model alias) instead of random weights")
     parser.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, of {', '.join(STAGES)}")
+    parser.add_argument("--fsdp-worker", type=Path, help=argparse.SUPPRESS)  # a torchrun rank of fsdp_tokens_per_s
     args = parser.parse_args()
+    if args.fsdp_worker:
+        fsdp_worker(smoke_setup() if args.smoke else gpu_setup(None), args.fsdp_worker)
+        return 0
     stages = args.stages.split(",")
     unknown = set(stages) - set(STAGES)
     if unknown:
         parser.error(f"unknown stages {sorted(unknown)}")
+    signal.signal(signal.SIGTERM, stop_children)
     if not args.smoke and not torch.cuda.is_available():
         print("no CUDA device (use --smoke for the CPU run)", file=sys.stderr)
         return 2

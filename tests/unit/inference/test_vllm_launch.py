@@ -153,6 +153,32 @@ def test_a_tensor_parallel_size_that_does_not_divide_the_gpus_is_one_line(tiny_m
         engine_process(cfg, str(tiny_model_dir), gpus=8).command()
 
 
+@pytest.mark.parametrize("tp,allowed", [(2, True), (4, True), (7, False), (14, False), (28, True)])
+def test_the_tensor_parallel_size_must_split_the_kv_heads_too(tmp_path, tp, allowed):
+    """A GQA model (Qwen2.5-7B's 28 query heads over 4 KV heads): vLLM gives each GPU of a replica
+    `kv_heads / tp` KV heads, or one KV head replicated `tp / kv_heads` times, so a size that divides the
+    query heads but is neither a divisor nor a multiple of the KV heads (7, 14) fails inside vLLM; it is
+    refused up front, naming both counts."""
+    (tmp_path / "config.json").write_text(json.dumps({"num_attention_heads": 28, "num_key_value_heads": 4}))
+    cfg = InferenceConfig(backend="vllm", vllm_python="py", tensor_parallel_size=tp)
+    engine = engine_process(cfg, str(tmp_path), gpus=28)
+    if allowed:
+        assert engine.parallel_args()[:2] == ["--tensor-parallel-size", str(tp)]
+        return
+    with pytest.raises(UserError, match=f"tensor_parallel_size = {tp} must divide the model's 4 KV heads or be "
+                                        "a multiple of them") as error:
+        engine.parallel_args()
+    assert "\n" not in str(error.value)
+
+
+def test_kv_heads_come_from_a_multimodal_models_text_config(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"text_config": {"num_attention_heads": 16,
+                                                                      "num_key_value_heads": 8}}))
+    assert launch.attention_heads(tmp_path) == (16, 8)
+    (tmp_path / "config.json").write_text(json.dumps({"num_attention_heads": 9}))  # no GQA: KV heads = heads
+    assert launch.attention_heads(tmp_path) == (9, 9)
+
+
 def test_a_tensor_parallel_size_that_does_not_divide_the_attention_heads_is_one_line(tiny_model_dir):
     """vLLM splits the heads across a replica's GPUs: SmolLM2-135M's 9 heads cannot go on 2 GPUs. Said before
     vLLM starts, in one line, instead of vLLM's assertion minutes later."""

@@ -76,14 +76,17 @@ def max_lora_rank(rank: int) -> int:
     return next((r for r in LORA_RANKS if r >= rank), rank)
 
 
-def attention_heads(model_dir: Path) -> int | None:
-    """`num_attention_heads` of an HF model directory's config (a multimodal model's text config), if known."""
+def attention_heads(model_dir: Path) -> tuple[int, int] | None:
+    """`(num_attention_heads, num_key_value_heads)` of an HF model directory's config (a multimodal model's
+    text config), if known; a config without KV heads has one per query head."""
     try:
         config = json.loads((model_dir / "config.json").read_text())
     except (OSError, ValueError):
         return None
-    heads = config.get("num_attention_heads") or (config.get("text_config") or {}).get("num_attention_heads")
-    return heads if isinstance(heads, int) else None
+    text = config if "num_attention_heads" in config else config.get("text_config") or {}
+    heads = text.get("num_attention_heads")
+    kv_heads = text.get("num_key_value_heads") or heads
+    return (heads, kv_heads) if isinstance(heads, int) and isinstance(kv_heads, int) else None
 
 
 class VllmProcess(EngineProcess):
@@ -131,9 +134,12 @@ class VllmProcess(EngineProcess):
         if gpus % tp:
             raise UserError(f"inference.tensor_parallel_size = {tp} must divide the engine's {gpus} GPU(s)")
         heads = attention_heads(Path(self.model))
-        if heads and heads % tp:
-            raise UserError(f"inference.tensor_parallel_size = {tp} must divide the model's {heads} attention heads "
-                            f"(vLLM splits them across the GPUs of a replica)")
+        if heads and heads[0] % tp:
+            raise UserError(f"inference.tensor_parallel_size = {tp} must divide the model's {heads[0]} attention "
+                            f"heads (vLLM splits them across the GPUs of a replica)")
+        if heads and heads[1] % tp and tp % heads[1]:  # vLLM splits the KV heads, or replicates each on tp/kv GPUs
+            raise UserError(f"inference.tensor_parallel_size = {tp} must divide the model's {heads[1]} KV heads or "
+                            f"be a multiple of them (vLLM splits them across a replica's GPUs, or copies each)")
         args = ["--tensor-parallel-size", str(tp)] if tp > 1 else []
         return args + (["--data-parallel-size", str(gpus // tp)] if gpus > tp else [])
 

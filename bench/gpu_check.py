@@ -401,14 +401,16 @@ class Checks:
         from looprl.trainer.logprobs import token_logprobs
         from looprl.trainer.loss.kl import token_kl
         from looprl.trainer.parallel import Ranks, prepare
+        from looprl.trainer.weight_files import full_state_dict
 
         setup = self.setup
         trainer_model = build_model(setup, seed=0)
         attention.use(trainer_model, setup.training_attention)
-        ranks = Ranks(device=setup.device, compute_dtype=setup.compute_dtype)
+        ranks = Ranks(0, 1, setup.device, setup.compute_dtype, distributed=True)  # as trainer.loop in bf16
         trainer_model = prepare(trainer_model, ranks)
         # written in the engine's dtype (inference.dtype: bf16 on a GPU), as the trainer does in a run
-        path = broadcast_weights(self.scratch / "mismatch_run", 1, trainer_model, keep=1, dtype=torch.bfloat16)
+        path = broadcast_weights(self.scratch / "mismatch_run", 1, trainer_model, full_state_dict(trainer_model, ranks),
+                                 keep=1, dtype=torch.bfloat16)
         engine_model = build_model(setup, seed=1).to(setup.device, torch.bfloat16).eval()  # other weights until loaded
         engine_model.set_attn_implementation("sdpa")
         engine_model.config.use_cache = True
@@ -467,7 +469,7 @@ class Checks:
         from looprl.trainer.step import train_step
 
         setup = self.setup
-        ranks = parallel.Ranks(device=setup.device, compute_dtype=setup.compute_dtype)
+        ranks = parallel.Ranks(0, 1, setup.device, setup.compute_dtype, distributed=True)  # as trainer.loop in bf16
         model = build_model(setup)
         attention.use(model, setup.training_attention)
         model = parallel.prepare(model, ranks)
@@ -529,7 +531,7 @@ def stop_children(signum: int, _frame: Any) -> None:
 def fsdp_worker(setup: Setup, out: Path) -> None:
     """One torchrun rank of `fsdp_tokens_per_s`: the model `fully_shard`ed over every rank (also one: the
     trainer's FSDP path, which a one-rank trainer does not take), a warm-up step, then three timed ones."""
-    from looprl.trainer import parallel
+    from looprl.trainer import attention, parallel
     from looprl.trainer.loss import clipped
     from looprl.trainer.optim import build_optimizer, build_scheduler
     from looprl.trainer.step import train_step
@@ -542,7 +544,7 @@ def fsdp_worker(setup: Setup, out: Path) -> None:
     try:
         ranks = parallel.Ranks(rank, world, setup.device, setup.compute_dtype, distributed=True)
         model = build_model(setup)
-        model.set_attn_implementation(setup.training_attention)
+        attention.use(model, setup.training_attention)
         model = parallel.prepare(model, ranks)
         optimizer = build_optimizer(model, lr=1e-6)
         scheduler = build_scheduler(optimizer)

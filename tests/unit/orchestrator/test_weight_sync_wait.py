@@ -110,8 +110,8 @@ async def test_the_embedded_engine_loads_an_update_after_a_long_generation(model
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(Engine(model, tokenizer), "tiny", weights_dirs=[tmp_path / "broadcasts"]),
-                                           host="127.0.0.1", port=port,
+    app = create_app(Engine(model, tokenizer), "tiny", weights_dirs=[tmp_path / "broadcasts"])
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
                                            log_config=None, access_log=False))
     serving = asyncio.create_task(server.serve())
     try:

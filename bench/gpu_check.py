@@ -529,8 +529,8 @@ def stop_children(signum: int, _frame: Any) -> None:
 
 
 def fsdp_worker(setup: Setup, out: Path) -> None:
-    """One torchrun rank of `fsdp_tokens_per_s`: the model `fully_shard`ed over every rank (also one: the
-    trainer's FSDP path, which a one-rank trainer does not take), a warm-up step, then three timed ones."""
+    """One torchrun rank of `fsdp_tokens_per_s`: the model `fully_shard`ed over every rank (one rank on a
+    one-GPU machine, as a one-process bf16 trainer is), a warm-up step, then three timed ones."""
     from looprl.trainer import attention, parallel
     from looprl.trainer.loss import clipped
     from looprl.trainer.optim import build_optimizer, build_scheduler

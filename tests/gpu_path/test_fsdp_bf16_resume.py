@@ -41,7 +41,7 @@ def test_two_bf16_ranks_train_from_meta_init_and_resume_exactly(tmp_path, lora):
     losses = [_report(run, step)["metrics"]["loss"] for step in range(1, STEPS + 1)]
     assert all(math.isfinite(loss) for loss in losses), losses
     rank_logs = "".join(p.read_text() for p in (run / "logs" / "trainer" / "torchrun").rglob("std*.log"))
-    assert "trainer rank 1 of 2 on cpu (torch.bfloat16)" in rank_logs
+    assert "trainer rank 1 of 2 on cpu (torch.bfloat16, sdpa)" in rank_logs
     assert "rank 1 builds its models on the meta device" in rank_logs
 
     resumed = tmp_path / "resumed"

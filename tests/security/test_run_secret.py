@@ -113,12 +113,14 @@ def test_slurm_engines_and_orchestrator_get_the_secret_from_the_file_not_the_scr
 
 
 @pytest.mark.slow  # a whole `looprl rl` run on a tiny model
-def test_looprl_rl_hands_the_secret_over_in_the_environment_only(tmp_path):
+@pytest.mark.parametrize("exported", [None, "the-users-exported-secret"])
+def test_looprl_rl_hands_the_secret_over_in_the_environment_only(tmp_path, exported):
     """Every process `looprl rl` starts, polled while the run runs: the secret in none's command line, in the
     environment of the engine and the orchestrator only (not the trainer's, not the env servers' or workers',
-    which run user code); afterwards in no file of the run but its 0600 secret file."""
+    which run user code); afterwards in no file of the run but its 0600 secret file. Also when the user
+    exported it (as engines started by hand at `inference.urls` need): the trainer must not inherit it."""
     run = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items() if k != SECRET_ENV}
+    env = {k: v for k, v in os.environ.items() if k != SECRET_ENV} | ({SECRET_ENV: exported} if exported else {})
     launcher = subprocess.Popen([sys.executable, "-m", "looprl.cli", "rl", "@", str(config(tmp_path)), "--max_steps",
                                  "2", "--orchestrator.eval.num_examples", "0"], cwd=ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -141,6 +143,7 @@ def test_looprl_rl_hands_the_secret_over_in_the_environment_only(tmp_path):
     output = launcher.stdout.read().decode()
     assert launcher.returncode == 0, output
     assert secret is not None and (run / "run_secret").stat().st_mode & 0o777 == 0o600
+    assert exported in (None, secret)
 
     def holders(part: str) -> set[bool]:
         return {has for cmdline, has in seen.values() if part in cmdline}

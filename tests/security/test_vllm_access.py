@@ -120,3 +120,15 @@ def test_vllm_gets_the_secret_through_its_environment(tiny_model_dir, tmp_path):
         engine.stop()
     assert not any(SECRET in arg for arg in command) and "--api-key" not in command
     assert env[API_KEY_ENV] == SECRET and env[WEIGHTS_DIRS_ENV] == str(tmp_path / "broadcasts")
+
+
+def test_without_a_secret_vllm_gets_no_key_from_the_users_environment(tiny_model_dir, monkeypatch):
+    """`looprl eval --backend vllm` starts vLLM with no secret: a VLLM_API_KEY the user has exported for some
+    other server must not make this one refuse the clients looprl gives no key."""
+    monkeypatch.setenv(API_KEY_ENV, "someone-elses-key")
+    engine = engine_process(InferenceConfig(backend="vllm", vllm_python="/opt/vllm/bin/python"), str(tiny_model_dir))
+    try:
+        env = engine.environment()
+    finally:
+        engine.stop()
+    assert API_KEY_ENV not in env

@@ -153,9 +153,11 @@ class RLConfig(Strict):
 
     @model_validator(mode="after")
     def _shared_memory_needs_the_embedded_engine_here(self) -> RLConfig:
-        if self.trainer.weight_handoff == "shared_memory" and (self.inference.backend == "vllm" or self.slurm):
-            raise ValueError("trainer.weight_handoff = \"shared_memory\" needs the embedded engine on the trainer's "
-                             "host: vLLM and [slurm] jobs load weights from files (\"file\" or \"auto\")")
+        if self.trainer.weight_handoff == "shared_memory" and (self.inference.backend == "vllm" or self.slurm
+                                                               or self.inference.urls):
+            raise ValueError("trainer.weight_handoff = \"shared_memory\" needs the embedded engine that looprl rl "
+                             "starts on the trainer's host: vLLM, [slurm] jobs and engines at inference.urls load "
+                             "weights from files (\"file\" or \"auto\")")
         return self
 
     def for_hardware(self, gpus: int) -> RLConfig:

@@ -147,6 +147,7 @@ def launch(cfg: RLConfig, run_dir: Path, resume_step: int) -> int:
     progress.say(f"looprl rl: run directory {run_dir} (logs in {log_path(run_dir, '*')})" +
                  (f", resuming after step {resume_step}" if resume_step else ""))
     secret = create_run_secret(run_dir)  # to the engine and the orchestrator, in their environment only
+    os.environ.pop(SECRET_ENV, None)  # a secret the user exported reaches no other child (the trainer)
     children: list[Child] = []
     completed = False
     with contextlib.ExitStack() as stack:

@@ -89,7 +89,13 @@ class WeightSync:
     async def load(self, path: Path, version: int) -> None:
         body = {"path": str(path.resolve()), "version": version}
         async with httpx.AsyncClient(timeout=UPDATE_TIMEOUT, headers=self._headers) as client:
-            responses = await asyncio.gather(*(_update_while_alive(client, url, body) for url in self.engine_urls))
+            # every engine's update finishes before the client closes, even when one fails
+            outcomes = await asyncio.gather(*(_update_while_alive(client, url, body) for url in self.engine_urls),
+                                            return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        responses = [outcome for outcome in outcomes if isinstance(outcome, httpx.Response)]
         if any(response.status_code == 409 for response in responses):
             raise WeightsSuperseded(path)
         for url, response in zip(self.engine_urls, responses):

@@ -122,6 +122,9 @@ def prepare(model: Any, ranks: Ranks, *, compile: bool = False, activation_check
         for layer in layers:
             layer.compile()
     if not ranks.distributed:
+        if devices.mixed_precision(ranks.compute_dtype):
+            raise ValueError(f"{ranks.compute_dtype} compute is FSDP2's mixed-precision policy: a process group of "
+                             "one rank at least (parallel.setup makes one); unsharded, the model would run float32")
         return model.to(ranks.device)
     return _shard(model, layers, ranks)
 

@@ -104,7 +104,6 @@ def test_advantages_are_divided_by_the_group_std_unless_a_config_says_not():
     (["--inference.urls", '["http://other-host:8000"]'], "file"),
     (["--slurm.train_nodes", "1", "--slurm.inference_nodes", "1"], "file"),
     (["--trainer.weight_handoff", "file"], "file"),
-    (["--inference.urls", '["http://127.0.0.1:8000"]', "--trainer.weight_handoff", "shared_memory"], "shared_memory"),
 ])
 def test_the_weight_handoff_left_auto_is_shared_memory_only_with_the_embedded_engine_here(overrides, handoff):
     cfg = load_config(RLConfig, ["--env.source", "x.py:E", *overrides])
@@ -112,7 +111,9 @@ def test_the_weight_handoff_left_auto_is_shared_memory_only_with_the_embedded_en
 
 
 @pytest.mark.parametrize("overrides", [["--inference.backend", "vllm"],
-                                       ["--slurm.train_nodes", "1", "--slurm.inference_nodes", "1"]])
+                                       ["--slurm.train_nodes", "1", "--slurm.inference_nodes", "1"],
+                                       # an engine started by hand cannot name the run's region in --weights-dir
+                                       ["--inference.urls", '["http://127.0.0.1:8000"]']])
 def test_shared_memory_is_refused_where_the_engine_loads_files(overrides):
     with pytest.raises(UserError, match="weight_handoff"):
         load_config(RLConfig, ["--env.source", "x.py:E", "--trainer.weight_handoff", "shared_memory", *overrides])

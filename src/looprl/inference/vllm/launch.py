@@ -153,6 +153,8 @@ class VllmProcess(EngineProcess):
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
         if self.secret:  # vLLM's --api-key, which then guards /v1; `routes` checks it on every other route
             env[API_KEY_ENV] = self.secret
+        else:  # a key in the user's environment would make vLLM refuse clients that were given none
+            env.pop(API_KEY_ENV, None)
         env[WEIGHTS_DIRS_ENV] = os.pathsep.join(map(str, self.weights_dirs))
         return env
 

@@ -92,10 +92,11 @@ class WeightSync:
             # every engine's update finishes before the client closes, even when one fails
             outcomes = await asyncio.gather(*(_update_while_alive(client, url, body) for url in self.engine_urls),
                                             return_exceptions=True)
+        responses = []
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-        responses = [outcome for outcome in outcomes if isinstance(outcome, httpx.Response)]
+            responses.append(outcome)
         if any(response.status_code == 409 for response in responses):
             raise WeightsSuperseded(path)
         for url, response in zip(self.engine_urls, responses):

@@ -99,7 +99,7 @@ def test_a_region_being_changed_or_changed_again_is_never_loaded(tmp_path):
 
     message = read_message(path)
     code = ("import sys, os; from looprl.handoff.shared_weights import Region\n"
-            "Region(sys.argv[1], int(sys.argv[2])).begin_change(); os._exit(0)")
+            "Region(sys.argv[1], int(sys.argv[2]), create=True).begin_change(); os._exit(0)")  # a writer
     subprocess.run([sys.executable, "-c", code, message.region, str(message.nbytes)], check=True,
                    env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     update = load_update(path, engine_model)
@@ -123,7 +123,9 @@ def test_a_superseded_region_is_a_409_and_the_orchestrator_loads_the_newer_one(t
     shared.shared.region.publish(2)  # the trainer changed the region again before the engine copied step 1
     engine_model = tiny_model(seed=1)
     engine_model.generation_config.eos_token_id = 1
-    with TestClient(create_app(Engine(engine_model, tiny_tokenizer()), "tiny")) as client:
+    # the engine's weights directories as `looprl rl` gives them: the run's broadcasts and its region's directory
+    app = create_app(Engine(engine_model, tiny_tokenizer()), "tiny", weights_dirs=[run / "broadcasts", tmp_path])
+    with TestClient(app) as client:
         r = client.post("/update_weights", json={"path": str(broadcast_dir(run, 1)), "version": 1})
         assert r.status_code == 409 and r.json()["error"]["code"] == "weights_superseded"
         assert client.get("/health").json()["weights"]["version"] == 0

@@ -8,6 +8,7 @@ from tests.support.harness import example, run_groups
 from tests.support.scripted_server import Reply, ScriptedServer
 
 from looprl.envs import BaseEnv, BaseRollout, Dataset, RolloutFailure
+from looprl.envs.runtime_api import contract_problems
 
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {
     "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}}]
@@ -213,7 +214,7 @@ def test_max_turns_is_required():
         async def compute_reward(self, rollout):
             return {}
 
-    assert any("max_turns" in p for p in NoTurns.contract_problems())
+    assert any("max_turns" in p for p in contract_problems(NoTurns))
 
 
 async def test_missing_max_turns_fails_rollouts_not_the_run():

@@ -113,7 +113,7 @@ ENV = textwrap.dedent('''
                 if fault == "bad":
                     return {"correct": "yes"}
             scored.add(rollout.rollout_id)
-            if not self.has_group_reward_hook():
+            if type(self).compute_group_rewards is BaseEnv.compute_group_rewards:
                 done.add(rollout.rollout_id)
             return {"correct": 1.0}
 

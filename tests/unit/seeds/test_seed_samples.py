@@ -6,6 +6,7 @@ from tests.support.scripted_server import Reply, ScriptedServer
 from tests.unit.seeds import seed_000_logging, seed_001_base_env
 
 from looprl.envs import BaseRollout, Dataset, Example
+from looprl.envs.runtime_api import contract_problems
 
 
 class LoggingSeedEnv(seed_000_logging.MyEnv):
@@ -54,7 +55,7 @@ async def test_seed_000_logging_samples_attribute_records():
 
 async def test_seed_001_interface_is_a_valid_env(tmp_path):
     env = seed_001_base_env.MyEnv()
-    assert env.contract_problems() == []
+    assert contract_problems(type(env)) == []
     rollout = BaseRollout(rollout_id="r", group_id="g", split="eval",
                           example=Example(id="e", payload={"prompt_messages": [{"role": "user", "content": "2+2"}],
                                                            "answer": "4"}),

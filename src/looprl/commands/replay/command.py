@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from looprl.commands.replay.recorded_replies import Recording, ReplayServer, recorded_calls
     from looprl.commands.stored import env_spec, load_env, reward_settings, stored_example, transcript_caps
     from looprl.envs.base_env import BaseEnv
+    from looprl.envs.runtime_api import has_group_reward_hook
     from looprl.envs.types import GroupRequest
     from looprl.envserver.capture import install_capture
     from looprl.store.reader import RunStoreReader
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     record = reader.rollout(args.rollout_id)
     env = load_env(run_info, args.env)
     group = [record]
-    if isinstance(env, BaseEnv) and env.has_group_reward_hook():
+    if isinstance(env, BaseEnv) and has_group_reward_hook(type(env)):
         group = [record if s.rollout_id == record.rollout_id else reader.rollout(s.rollout_id)
                  for s in reader.siblings(record.group_id)]
     if args.pdb:

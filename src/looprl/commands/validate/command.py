@@ -100,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
     from looprl.commands.endpoint import api_key, model_endpoint
     from looprl.envs.base_env import BaseEnv
+    from looprl.envs.runtime_api import contract_problems
     from looprl.envserver.loading import default_base_dir, instantiate, load_env_class, parse_env_args
 
     for flag, value in (("--max-examples", args.max_examples), ("--max-tokens", args.max_tokens)):
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     checks = Checks()
     print(f"validating {args.env}:")
     checks.report("imports and is an environment", [])
-    if checks.report("hooks and class attributes", list(cls.contract_problems()) if issubclass(cls, BaseEnv) else []):
+    if checks.report("hooks and class attributes", contract_problems(cls) if issubclass(cls, BaseEnv) else []):
 
         async def local() -> Example | None:
             env = instantiate(cls, args.env_args)

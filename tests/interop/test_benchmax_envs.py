@@ -21,6 +21,9 @@ from tests.support.scripted_server import Reply, ScriptedServer
 ENVS = Path(__file__).parent / "envs"
 MATH = f"{ENVS}/benchmax_math/env.py:MathToolEnv"
 GROUP = f"{ENVS}/benchmax_group/env.py:ShortestAnswerEnv"
+UPSTREAM_MATH = f"{ENVS}/benchmax_upstream_math/main.py:MathEnv"
+"""benchmax's own math env, vendored unchanged (its UPSTREAM.md): it scores through a `_score_rollout` helper of
+its own, a name looprl's runtime once used on `BaseEnv`."""
 REAL_BENCHMAX = importlib.util.find_spec("benchmax") is not None
 
 
@@ -38,6 +41,22 @@ def math_reply(body) -> Reply:
     if not tool_results:
         return Reply(tool_calls=[("calculator", {"expression": re.search(r"is (.*)\?", question).group(1)})])
     return Reply(tool_results[-1])
+
+
+ARITHMETIC = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}
+UPSTREAM_ARGS = {"long_tool_probability": 0}  # its default pads one tool result in ten, at random
+
+
+def arithmetic_reply(body) -> Reply:
+    """For upstream's math env: the task's operation as a tool call, then its result in <answer> tags; 7 * 6 is
+    answered right but without the tool (its reward wants both)."""
+    left, op, right = re.search(r"is (\d+) (.) (\d+)\?", body["messages"][1]["content"]).groups()
+    tool_results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    if (left, op) == ("7", "*"):
+        return Reply("<answer>42</answer>")
+    if not tool_results:
+        return Reply(tool_calls=[(ARITHMETIC[op], {"a": int(left), "b": int(right)})])
+    return Reply(f"<answer>{tool_results[-1]}</answer>")
 
 
 def counting_reply():
@@ -67,6 +86,13 @@ EXPECTED_MATH = {
     "What is 1 + 1? (keep calculating)": [("tool_budget_exceeded", WRONG)] * 2,
     "What is 8 + 8? (ramble)": [("output_exceeded", WRONG)] * 2,
 }
+EXPECTED_UPSTREAM = {
+    "What is 2 + 3?": [("finished", {"correctness": 1.0})] * 2,
+    "What is 7 * 6?": [("finished", {"correctness": 0.0})] * 2,
+    "What is 9 - 4?": [("judge_error", {})] * 2,  # its row's sentinels: compute_reward raises RolloutFailure
+    "What is 8 / 2?": [("tool_error", {})] * 2,  # run_tool raises
+    "What is 3 + 3?": [("judge_error", {})] * 2,  # compute_group_rewards raises RolloutFailure
+}
 RANKED = [("finished", {"length": 1.0, "shortest": 1.0}), ("finished", {"length": 2.0, "shortest": 0.0})]
 EXPECTED_REASONS = {"finished", "output_exceeded", "max_turns_exceeded", "tool_budget_exceeded", "tool_error"}
 QUESTIONS = ["Name a colour.", "Name an animal.", "Name a city."]
@@ -74,6 +100,7 @@ CASES = {
     "math": (MATH, {}, math_reply, EXPECTED_MATH),
     "math max_turns=2": (MATH, {"max_turns": 2}, math_reply, {
         **EXPECTED_MATH, "What is 1 + 1? (keep calculating)": [("max_turns_exceeded", CORRECT)] * 2}),
+    "upstream math": (UPSTREAM_MATH, UPSTREAM_ARGS, arithmetic_reply, EXPECTED_UPSTREAM),
     "group": (GROUP, {}, counting_reply, dict.fromkeys(QUESTIONS, RANKED)),
     "group misaligned": (GROUP, {"mode": "misaligned"}, counting_reply,
                          dict.fromkeys(QUESTIONS, [("group_reward_error", {})] * 2)),
@@ -145,17 +172,29 @@ def test_benchmax_logs_land_on_their_rollouts(tmp_path):
     assert len(scored) == 4  # the four finished rollouts, each with its own record; the tool errors have none
 
 
+def test_upstream_math_env_logs_land_on_their_rollouts(tmp_path):
+    _, out = looprl_eval(tmp_path, UPSTREAM_MATH, UPSTREAM_ARGS, arithmetic_reply, 2)
+    rows = {r["rollout_id"]: (question_of(r["messages"]), r["rewards"])
+            for r in map(json.loads, looprl("rollouts", str(out), "--json").stdout.splitlines())}
+    logs = [json.loads(line) for line in looprl("logs", str(out), "--json").stdout.splitlines()]
+    rewards = {rec["rollout_id"]: rec["message"] for rec in logs if rec["message"].startswith("[reward]")}
+    assert rewards == {rid: f"[reward] correctness={rewards_['correctness']}" for rid, (_, rewards_) in rows.items()}
+    tools = {rows[rec["rollout_id"]][0] for rec in logs if rec["message"].startswith("[tool] add(")}
+    assert tools == {"What is 2 + 3?"}
+
+
 def test_benchmax_group_records_reach_every_rollout(tmp_path):
     _, out = looprl_eval(tmp_path, GROUP, {}, counting_reply, 1)
     logs = [json.loads(line) for line in looprl("logs", str(out), "--json").stdout.splitlines()]
     assert len({rec["rollout_id"] for rec in logs if rec["message"] == "group answer lengths [1, 2]"}) == 2
 
 
-@pytest.mark.parametrize("spec", [MATH, GROUP])
+@pytest.mark.parametrize("spec", [MATH, GROUP, UPSTREAM_MATH])
 def test_benchmax_envs_validate(spec):
-    reply = math_reply if spec == MATH else counting_reply()
+    reply = {MATH: math_reply, GROUP: counting_reply(), UPSTREAM_MATH: arithmetic_reply}[spec]
+    env_args = UPSTREAM_ARGS if spec == UPSTREAM_MATH else {}
     with ScriptedServer(reply) as server:
-        proc = looprl("validate", spec, "--base-url", server.base_url)
+        proc = looprl("validate", spec, "--env-args", json.dumps(env_args), "--base-url", server.base_url)
     assert proc.stdout.rstrip().endswith("OK")
 
 

@@ -20,7 +20,7 @@ import asyncio
 import time
 import traceback
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import openai
 
@@ -29,11 +29,13 @@ from looprl.envs._deadlines import deadline
 from looprl.envs._model_client import model_client
 from looprl.envs._progress import report, report_context_exit, report_group_hook_started
 from looprl.envs._rewards_check import InvalidReward, check_reward_dict
-from looprl.envs.base_env import BaseEnv
 from looprl.envs.failures import RolloutFailure
 from looprl.envs.logging import attribute_to
 from looprl.envs.rollout import BaseRollout
 from looprl.envs.types import GroupRequest, RolloutResult, Tool
+
+if TYPE_CHECKING:
+    from looprl.envs.base_env import BaseEnv  # it imports this module, to hand its groups to the runner
 
 
 def describe(e: BaseException) -> str:
@@ -62,17 +64,17 @@ class EnvRunner:
 
     @staticmethod
     def has_reward_hook(env_cls: type[BaseEnv]) -> bool:
-        return env_cls.compute_reward is not BaseEnv.compute_reward
+        return env_cls.compute_reward is not _sdk_base().compute_reward
 
     @staticmethod
     def has_group_reward_hook(env_cls: type[BaseEnv]) -> bool:
-        return env_cls.compute_group_rewards is not BaseEnv.compute_group_rewards
+        return env_cls.compute_group_rewards is not _sdk_base().compute_group_rewards
 
     @classmethod
     def hook_problems(cls, env_cls: type[BaseEnv]) -> list[str]:
         """The required hooks `env_cls` lacks."""
         problems = []
-        if env_cls.create_dataset is BaseEnv.create_dataset:
+        if env_cls.create_dataset is _sdk_base().create_dataset:
             problems.append(f"{env_cls.__name__} does not implement create_dataset (required)")
         if not (cls.has_reward_hook(env_cls) or cls.has_group_reward_hook(env_cls)):
             problems.append(f"{env_cls.__name__} implements neither compute_reward nor compute_group_rewards")
@@ -238,11 +240,18 @@ class EnvRunner:
         )
 
 
-_RUNNERS: dict[type[BaseEnv], type[EnvRunner]] = {BaseEnv: EnvRunner}
+_RUNNERS: dict[type[BaseEnv], type[EnvRunner]] = {}
+"""The runner of each env base class: looprl's `BaseEnv` first (`base_env` registers it as it is defined),
+then other frameworks' (`looprl.interop`)."""
+
+
+def _sdk_base() -> type[BaseEnv]:
+    """looprl's `BaseEnv`: its hooks are the defaults that mean "this env has no such hook"."""
+    return next(iter(_RUNNERS))
 
 
 def register_runner(base: type[BaseEnv], runner: type[EnvRunner]) -> None:
-    """Run the envs that subclass `base` (another framework's env base class) with `runner`."""
+    """Run the envs that subclass `base` (an env base class) with `runner`."""
     _RUNNERS[base] = runner
 
 

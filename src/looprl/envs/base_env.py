@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from looprl.envs._runner import EnvRunner, register_runner, runner_for
 from looprl.envs.dataset import Dataset
 from looprl.envs.environment import Environment
 from looprl.envs.rollout import BaseRollout
@@ -55,6 +56,7 @@ class BaseEnv(Environment):
 
     async def run_group(self, request: GroupRequest) -> list[RolloutResult]:
         """Run the group with the standard model/tool loop (the runtime's runner, which holds this env)."""
-        from looprl.envs._runner import runner_for  # the runner module imports this one
-
         return await runner_for(self).run_group(request)
+
+
+register_runner(BaseEnv, EnvRunner)

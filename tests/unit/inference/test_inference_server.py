@@ -1,7 +1,11 @@
 """The HTTP surface on a tiny random model: response fields, errors, weight updates, tool calls."""
 
+import json
+
 import pytest
 from fastapi.testclient import TestClient
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import ChatCompletionChunk
 from safetensors.torch import save_file
 
 from looprl.inference.engine import Completion, Engine
@@ -66,7 +70,7 @@ def test_token_fields_absent_unless_asked(client):
         ({"messages": []}, 400, "invalid_request"),
         ({"temperature": -1}, 400, "invalid_request"),
         ({"n": 0}, 400, "invalid_request"),
-        ({"stream": True}, 400, "invalid_request"),
+        ({"stream_options": "usage"}, 400, "invalid_request"),
         ({"stop": [""]}, 400, "invalid_request"),
         ({"top_logprobs": 2}, 400, "invalid_request"),
         ({"tool_choice": "required"}, 400, "invalid_request"),
@@ -116,3 +120,30 @@ def test_tool_calls_are_parsed_only_when_tools_are_given(client, monkeypatch):
     assert plain["finish_reason"] == "stop" and plain["message"]["content"] == text
     none = chat(client, tools=tools, tool_choice="none").json()["choices"][0]
     assert none["message"]["tool_calls"] == []
+
+
+def test_a_streamed_answer_is_the_plain_answer_as_server_sent_events(client):
+    greedy = {"temperature": 0, "logprobs": True, "return_token_ids": True}
+    plain = chat(client, **greedy).json()
+    r = chat(client, **greedy, stream=True, stream_options={"include_usage": True})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = [e.removeprefix("data: ") for e in r.text.split("\n\n") if e]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    state = ChatCompletionStreamState()
+    for chunk in chunks:
+        state.handle_chunk(ChatCompletionChunk.model_validate(chunk))
+    final = state.current_completion_snapshot  # the SDK's final parse raises on a `length` finish
+    choice = plain["choices"][0]
+    assert final.choices[0].message.content == choice["message"]["content"]
+    assert final.choices[0].finish_reason == choice["finish_reason"]
+    assert final.usage.model_dump(exclude_none=True) == plain["usage"]
+    logprobs = [e["logprob"] for e in choice["logprobs"]["content"]]
+    assert [e.logprob for e in final.choices[0].logprobs.content] == logprobs
+    assert [t for c in chunks for ch in c["choices"] for t in ch.get("token_ids") or []] == choice["token_ids"]
+    assert chunks[0]["prompt_token_ids"] == plain["prompt_token_ids"]
+
+
+def test_a_streamed_request_error_is_a_plain_json_error(client):
+    r = chat(client, stream=True, max_tokens=100000)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"

@@ -89,11 +89,11 @@ def _choice_chunks(head: dict[str, Any], choice: dict[str, Any]) -> list[dict[st
     message = choice.get("message") or {}
 
     def chunk(delta: dict[str, Any], **fields: Any) -> dict[str, Any]:
-        return {**head, "choices": [{"index": index, "delta": delta, **fields}]}
+        return {**head, "choices": [{"index": index, "delta": delta, "logprobs": None, "finish_reason": None,
+                                     **fields}]}
 
     content = message.get("content")
-    first = chunk({"role": message.get("role") or "assistant", "content": "" if isinstance(content, str) else None},
-                  logprobs=None, finish_reason=None)
+    first = chunk({"role": message.get("role") or "assistant", "content": "" if isinstance(content, str) else None})
     text = {k: v for k, v in message.items() if k not in ("role", "tool_calls") and v not in (None, "", [])}
     tokens = {k: choice[k] for k in ("logprobs", "token_ids") if choice.get(k) is not None}
     middle = [chunk(text, **tokens)] if text or tokens else []

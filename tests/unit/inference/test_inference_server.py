@@ -21,9 +21,9 @@ def client(model_and_tokenizer, tmp_path):
         yield client
 
 
-def chat(client, **body):
+def chat(client, headers=None, **body):
     body = {"model": NAME, "messages": [{"role": "user", "content": "hello world"}], "max_tokens": 6, **body}
-    return client.post("/v1/chat/completions", json=body)
+    return client.post("/v1/chat/completions", json=body, headers=headers)
 
 
 def test_health_and_models(client):
@@ -122,10 +122,12 @@ def test_tool_calls_are_parsed_only_when_tools_are_given(client, monkeypatch):
     assert none["message"]["tool_calls"] == []
 
 
-def test_a_streamed_answer_is_the_plain_answer_as_server_sent_events(client):
-    greedy = {"temperature": 0, "logprobs": True, "return_token_ids": True}
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_streamed_answer_is_the_plain_answer_as_server_sent_events(client, n):
+    greedy = {"temperature": 0, "logprobs": True, "return_token_ids": True, "n": n}
     plain = chat(client, **greedy).json()
-    r = chat(client, **greedy, stream=True, stream_options={"include_usage": True})
+    r = chat(client, **greedy, stream=True, stream_options={"include_usage": True},
+             headers={"X-Session-ID": "a-trace"})
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
     events = [e.removeprefix("data: ") for e in r.text.split("\n\n") if e]
     assert events[-1] == "[DONE]"
@@ -134,13 +136,14 @@ def test_a_streamed_answer_is_the_plain_answer_as_server_sent_events(client):
     for chunk in chunks:
         state.handle_chunk(ChatCompletionChunk.model_validate(chunk))
     final = state.current_completion_snapshot  # the SDK's final parse raises on a `length` finish
-    choice = plain["choices"][0]
-    assert final.choices[0].message.content == choice["message"]["content"]
-    assert final.choices[0].finish_reason == choice["finish_reason"]
-    assert final.usage.model_dump(exclude_none=True) == plain["usage"]
-    logprobs = [e["logprob"] for e in choice["logprobs"]["content"]]
-    assert [e.logprob for e in final.choices[0].logprobs.content] == logprobs
-    assert [t for c in chunks for ch in c["choices"] for t in ch.get("token_ids") or []] == choice["token_ids"]
+    assert final.usage.model_dump(exclude_none=True) == plain["usage"] and len(final.choices) == n
+    for streamed, choice in zip(final.choices, plain["choices"], strict=True):
+        assert streamed.message.content == choice["message"]["content"]
+        assert streamed.finish_reason == choice["finish_reason"]
+        assert [e.logprob for e in streamed.logprobs.content] == [e["logprob"] for e in choice["logprobs"]["content"]]
+        token_ids = [t for c in chunks for ch in c["choices"] if ch["index"] == choice["index"]
+                     for t in ch.get("token_ids") or []]
+        assert token_ids == choice["token_ids"]
     assert chunks[0]["prompt_token_ids"] == plain["prompt_token_ids"]
 
 

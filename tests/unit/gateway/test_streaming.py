@@ -13,9 +13,9 @@ from looprl.gateway.app import Gateway
 from looprl.utils import chat_stream
 
 MESSAGES = [{"role": "user", "content": "hello"}]
-TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object", "properties": {
-    "a": {"type": "integer"}, "b": {"type": "integer"}}}}},
-         {"type": "function", "function": {"name": "note", "parameters": {"type": "object"}}}]
+TOOLS = [{"type": "function", "function": {"name": name, "strict": True, "parameters": {"type": "object"}}}
+         for name in ("add", "note")]
+"""Strict: openai 2.x's stream helper parses the arguments of strict tools only (verifiers 0.4 pins openai<3)."""
 RECORD_FIELDS = ("status", "finish_reason", "prompt_tokens", "completion_tokens", "prompt_token_ids",
                  "completion_token_ids", "completion_logprobs", "error")
 
@@ -174,7 +174,7 @@ async def test_two_rollouts_stream_at_once_each_under_its_own_rollout():
     def reply(body):
         return Reply(f"answer for {body['messages'][-1]['content']}")
 
-    with ScriptedServer(reply, delay_s=0.3) as server:
+    with ScriptedServer(reply, delay_s=1.0) as server:
         gw = Gateway(server.base_url, "m")
         async with gw.serve() as url:
             gw.open_session("a")
@@ -190,7 +190,7 @@ async def test_two_rollouts_stream_at_once_each_under_its_own_rollout():
             texts = await asyncio.gather(one("a"), one("b"))
             elapsed = asyncio.get_running_loop().time() - started
             calls = {r: gw.close_session(r) for r in ("a", "b")}
-    assert texts == ["answer for a", "answer for b"] and elapsed < 0.55, "the two streams overlapped"
+    assert texts == ["answer for a", "answer for b"] and elapsed < 1.8, "the two streams overlapped"
     for rollout_id, [call] in calls.items():
         assert call.rollout_id == rollout_id and call.completion_tokens == len(f"answer for {rollout_id}")
 

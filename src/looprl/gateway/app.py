@@ -17,9 +17,10 @@ already did, is refused with HTTP 400, code `context_budget_exceeded` (the env l
 
 Streaming (`stream: true`, `stream_options.include_usage`): the gateway asks the upstream for the whole
 answer, as for a plain call, and re-emits it as OpenAI's server-sent events
-(`looprl.utils.chat_stream`). Relaying the upstream's own token stream would not do: the gateway needs the
-whole answer before the env sees any of it, since the context budget may discard an answer and ask
-again, a dropped connection is retried, and the embedded engine does not stream. So a streamed call is a
+(`looprl.utils.chat_stream`). Relaying vLLM's own token stream would not do: the gateway needs the whole
+answer before the env sees any of it, since the context budget may discard an answer and ask again and
+a dropped connection is retried, and the embedded engine has no token stream to relay (it answers a
+stream request the same way). So a streamed call is a
 plain call in every other respect: the same upstream request, sampling, retries, budget and error codes
 (returned as JSON errors with their HTTP status, unless the answer took long enough that the stream was
 committed to keep the connection alive: then as one SSE error event), and the same `ModelCall` record,

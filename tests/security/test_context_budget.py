@@ -5,6 +5,8 @@ Through the gateway, with the scripted server as the upstream engine. `honest` r
 token per character of its messages' JSON (about 45 tokens for MESSAGES).
 """
 
+import json
+
 import httpx
 from tests.support.scripted_server import Reply, ScriptedServer
 
@@ -73,3 +75,19 @@ async def test_a_prompt_alone_over_the_budget_and_an_engine_ignoring_max_tokens_
     for response in (ignored, long_prompt):
         assert response.status_code == 400 and response.json()["error"]["code"] == "context_budget_exceeded"
     assert [c.status for c in calls] == [400, 400] and {c.error for c in calls} == {"context_budget_exceeded"}
+
+
+async def test_a_streamed_call_is_held_to_the_budget_as_a_plain_one():
+    """`stream: true` changes only how the answer is sent: the budget, the re-ask and the record are the same."""
+    with ScriptedServer(honest) as server:
+        gateway = Gateway(server.base_url, "m", context_budget=BUDGET)
+        async with gateway.serve() as url:
+            gateway.open_session("a")
+            response = await chat(url, {"messages": MESSAGES, "max_completion_tokens": 10_000, "stream": True,
+                                        "stream_options": {"include_usage": True}})
+            [call] = gateway.close_session("a")
+    events = [json.loads(e.removeprefix("data: ")) for e in response.text.split("\n\n") if e and "[DONE]" not in e]
+    assert response.status_code == 200 and call.prompt_tokens + call.completion_tokens == BUDGET
+    assert [r["max_tokens"] for r in server.requests] == [BUDGET, BUDGET - call.prompt_tokens]
+    assert [c["finish_reason"] for e in events for c in e["choices"] if c["finish_reason"]] == ["length"]
+    assert events[-1]["usage"]["total_tokens"] == BUDGET

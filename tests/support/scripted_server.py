@@ -3,7 +3,9 @@
 `ScriptedServer(reply)` serves `POST /v1/chat/completions` on a free local port in a background
 thread; `reply(body) -> Reply` decides each answer from the request. Responses carry vLLM's token
 extensions (`prompt_token_ids`, `choices[].token_ids`, `choices[].logprobs.content`) unless
-`vllm_fields=False`, so the gateway's recording is exercised both ways.
+`vllm_fields=False`, so the gateway's recording is exercised both ways. A request with `stream: true` is
+answered as server-sent events, as the gateway streams (`looprl.utils.chat_stream`), so streaming
+clients (verifiers' `vf-eval`) can be pointed at it directly.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+
+from looprl.utils.chat_stream import stream_answer, stream_request
 
 
 @dataclass
@@ -29,6 +33,10 @@ class Reply:
     finish_reason: str | None = None
     status: int = 200
     error: dict[str, Any] | None = None
+
+
+async def _ready(response: Response) -> Response:
+    return response
 
 
 def _tokens(text: str) -> list[int]:
@@ -56,9 +64,12 @@ class ScriptedServer:
                 await asyncio.sleep(self.delay_s)
             r = self.reply(body)
             if r.status != 200:
-                return JSONResponse({"error": r.error or {"message": "scripted error", "type": "x", "code": None}},
-                                    status_code=r.status)
-            return self._response(body, r)
+                answer = JSONResponse({"error": r.error or {"message": "scripted error", "type": "x", "code": None}},
+                                      status_code=r.status)
+            else:
+                answer = JSONResponse(self._response(body, r))
+            stream, include_usage = stream_request(body)
+            return await stream_answer(_ready(answer), include_usage) if stream else answer
 
         self.app = app
 

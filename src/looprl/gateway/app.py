@@ -15,6 +15,18 @@ first answer is discarded, unrecorded). A call whose prompt alone reaches the bu
 already did, is refused with HTTP 400, code `context_budget_exceeded` (the env loop ends the rollout as
 `context_exceeded`), and so is an answer over the budget from an upstream that ignores `max_tokens`.
 
+Streaming (`stream: true`, `stream_options.include_usage`): the gateway asks the upstream for the whole
+answer, as for a plain call, and re-emits it as OpenAI's server-sent events
+(`looprl.utils.chat_stream`). Relaying vLLM's own token stream would not do: the gateway needs the whole
+answer before the env sees any of it, since the context budget may discard an answer and ask again and
+a dropped connection is retried, and the embedded engine has no token stream to relay (it answers a
+stream request the same way). So a streamed call is a
+plain call in every other respect: the same upstream request, sampling, retries, budget and error codes
+(returned as JSON errors with their HTTP status, unless the answer took long enough that the stream was
+committed to keep the connection alive: then as one SSE error event), and the same `ModelCall` record,
+token ids and logprobs as received, never re-tokenized. The client's headers (a verifiers harness's
+`X-Session-ID`) are ignored: the session is the URL's rollout id.
+
 Several upstreams (one per inference node or GPU, each serving the whole model): each rollout is
 given one when its session opens, in turn, so the requests spread evenly over them while a
 multi-turn rollout stays on one engine (whose prefix cache holds its earlier turns).
@@ -48,6 +60,7 @@ from looprl.gateway.recording import record_call
 from looprl.gateway.sampling_params import apply_sampling
 from looprl.gateway.upstream import UpstreamClient, UpstreamResponse
 from looprl.store.records import ModelCall
+from looprl.utils.chat_stream import StreamRequestError, stream_answer, stream_request
 from looprl.utils.logger import get_logger
 
 KEEPALIVE_S = 2.0
@@ -145,11 +158,14 @@ class Gateway:
                 return error_response(400, "request body is not valid JSON", "invalid_json")
             if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
                 return error_response(400, "request must be a JSON object with a 'messages' list", "invalid_request")
-            if body.get("stream"):
-                return error_response(400, "streaming is not supported through the looprl gateway",
-                                      "stream_unsupported")
+            try:
+                stream, include_usage = stream_request(body)
+            except StreamRequestError as e:
+                return error_response(400, str(e), "invalid_request")
             if (body.get("n") or 1) != 1:
                 return error_response(400, "n > 1 is not supported: run sibling rollouts instead", "n_unsupported")
+            if stream:
+                return await stream_answer(self._forward(session, body), include_usage)
             return await self._forward(session, body)
 
         @app.get("/sessions/{rollout_id}/v1/models")

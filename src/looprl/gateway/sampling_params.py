@@ -6,7 +6,8 @@ the run override the request's; the completion limit is the smallest of the requ
 `max_tokens`, sent upstream as `max_tokens` alone, so no field of the request can lift it (nor the
 gateway's context budget, applied on top); `stop` is the union. A run
 `seed` becomes a distinct per-call seed (derived from the rollout id and call index), so sibling
-rollouts stay diverse while the whole run stays reproducible.
+rollouts stay diverse while the whole run stays reproducible. A request's `stream` and
+`stream_options` are not sent on: the upstream answers whole, and the gateway streams that answer itself.
 """
 
 from __future__ import annotations
@@ -50,4 +51,6 @@ def apply_sampling(body: dict[str, Any], params: SamplingParams, rollout_id: str
         out["stop"] = stop + [s for s in params.stop if s not in stop]
     out["logprobs"] = True
     out["return_token_ids"] = True
+    out.pop("stream", None)  # the gateway takes the whole answer and streams it itself (looprl.gateway.app)
+    out.pop("stream_options", None)
     return out

@@ -4,7 +4,7 @@ Producer of requests: the gateway (or any OpenAI client); consumer: `looprl.infe
 The request accepts OpenAI's fields plus vLLM's `return_token_ids`; unknown fields are ignored, as
 OpenAI clients send many. The response carries vLLM's `prompt_token_ids` (top level) and
 `choices[].token_ids` when `return_token_ids` is set, so the gateway treats this engine and vLLM
-alike.
+alike. With `stream: true` the same answer comes as OpenAI's server-sent events.
 """
 
 from __future__ import annotations
@@ -50,6 +50,12 @@ class ChatMessage(BaseModel):
     tool_call_id: str | None = None
 
 
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    include_usage: bool = False
+
+
 class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -69,11 +75,11 @@ class ChatCompletionRequest(BaseModel):
     top_logprobs: int | None = Field(None, ge=0, le=20)
     return_token_ids: bool = False
     stream: bool = False
+    """The finished answer as server-sent events (`looprl.utils.chat_stream`)."""
+    stream_options: StreamOptions | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ChatCompletionRequest:
-        if self.stream:
-            raise ValueError("streaming is not supported by the embedded engine")
         if self.top_logprobs and not self.logprobs:
             raise ValueError("top_logprobs requires logprobs: true")
         if any(s == "" for s in self.stop_list):

@@ -1,6 +1,7 @@
 """The engine's HTTP surface: an OpenAI-compatible FastAPI app with vLLM's token extensions.
 
-Endpoints: `POST /v1/chat/completions`, `GET /v1/models`, `GET /health`, and
+Endpoints: `POST /v1/chat/completions` (plain, or with `stream: true` the finished answer as server-sent
+events, `looprl.utils.chat_stream`), `GET /v1/models`, `GET /health`, and
 `POST /update_weights {"path": DIR, "version": N?}` (409 `weights_superseded` when DIR names a
 shared-memory region that the trainer has changed since). Every error body has OpenAI's shape
 `{"error": {"message", "type", "param", "code"}}`; anything wrong with the request is a 4xx.
@@ -39,6 +40,7 @@ from looprl.inference.engine import Completion, Engine
 from looprl.inference.kv_budget import KVBudgetExceeded
 from looprl.inference.token_sampling import SamplingParams
 from looprl.inference.weight_update import OutsideRun, WeightsError, load_update
+from looprl.utils.chat_stream import stream_answer
 
 OPEN_PATHS = frozenset({"/health"})
 """What answers without the run secret: the launcher's and the SLURM job's readiness checks."""
@@ -91,7 +93,13 @@ def create_app(engine: Engine, served_model_name: str, *, secret: str | None = N
         return _weights(engine, served_model_name)
 
     @app.post("/v1/chat/completions", response_model=p.ChatCompletionResponse)
-    async def chat_completions(body: p.ChatCompletionRequest) -> p.ChatCompletionResponse:
+    async def chat_completions(body: p.ChatCompletionRequest) -> p.ChatCompletionResponse | Response:
+        if body.stream:
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+            return await stream_answer(_plain(complete(body)), include_usage)
+        return await complete(body)
+
+    async def complete(body: p.ChatCompletionRequest) -> p.ChatCompletionResponse:
         if body.model != served_model_name:
             raise ApiError(404, f"The model `{body.model}` does not exist; this server serves `{served_model_name}`.",
                            "model_not_found")
@@ -118,6 +126,19 @@ def create_app(engine: Engine, served_model_name: str, *, secret: str | None = N
         )
 
     return app
+
+
+async def _plain(answer: Awaitable[p.ChatCompletionResponse]) -> Response:
+    """The response a plain call gets: the answer as JSON, or its error."""
+    try:
+        return JSONResponse((await answer).model_dump(mode="json"))
+    except ApiError as e:
+        return _error_response(e.status, e.message, e.code, e.type)
+
+
+def _error_response(status: int, message: str, code: str | None, type: str) -> JSONResponse:
+    error = p.ErrorResponse(error=p.ErrorDetail(message=message, type=type, code=code))
+    return JSONResponse(error.model_dump(), status_code=status)
 
 
 def _weights(engine: Engine, served_model_name: str) -> p.WeightsInfo:
@@ -189,9 +210,7 @@ def _require_secret(app: FastAPI, secret: str | None) -> None:
 
 
 def _install_error_handlers(app: FastAPI) -> None:
-    def body(status: int, message: str, code: str | None, type: str) -> JSONResponse:
-        error = p.ErrorResponse(error=p.ErrorDetail(message=message, type=type, code=code))
-        return JSONResponse(error.model_dump(), status_code=status)
+    body = _error_response
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, e: ApiError) -> JSONResponse:

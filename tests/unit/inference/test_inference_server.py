@@ -1,7 +1,11 @@
 """The HTTP surface on a tiny random model: response fields, errors, weight updates, tool calls."""
 
+import json
+
 import pytest
 from fastapi.testclient import TestClient
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import ChatCompletionChunk
 from safetensors.torch import save_file
 
 from looprl.inference.engine import Completion, Engine
@@ -17,9 +21,9 @@ def client(model_and_tokenizer, tmp_path):
         yield client
 
 
-def chat(client, **body):
+def chat(client, headers=None, **body):
     body = {"model": NAME, "messages": [{"role": "user", "content": "hello world"}], "max_tokens": 6, **body}
-    return client.post("/v1/chat/completions", json=body)
+    return client.post("/v1/chat/completions", json=body, headers=headers)
 
 
 def test_health_and_models(client):
@@ -66,7 +70,7 @@ def test_token_fields_absent_unless_asked(client):
         ({"messages": []}, 400, "invalid_request"),
         ({"temperature": -1}, 400, "invalid_request"),
         ({"n": 0}, 400, "invalid_request"),
-        ({"stream": True}, 400, "invalid_request"),
+        ({"stream_options": "usage"}, 400, "invalid_request"),
         ({"stop": [""]}, 400, "invalid_request"),
         ({"top_logprobs": 2}, 400, "invalid_request"),
         ({"tool_choice": "required"}, 400, "invalid_request"),
@@ -116,3 +120,33 @@ def test_tool_calls_are_parsed_only_when_tools_are_given(client, monkeypatch):
     assert plain["finish_reason"] == "stop" and plain["message"]["content"] == text
     none = chat(client, tools=tools, tool_choice="none").json()["choices"][0]
     assert none["message"]["tool_calls"] == []
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_streamed_answer_is_the_plain_answer_as_server_sent_events(client, n):
+    greedy = {"temperature": 0, "logprobs": True, "return_token_ids": True, "n": n}
+    plain = chat(client, **greedy).json()
+    r = chat(client, **greedy, stream=True, stream_options={"include_usage": True},
+             headers={"X-Session-ID": "a-trace"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = [e.removeprefix("data: ") for e in r.text.split("\n\n") if e]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    state = ChatCompletionStreamState()
+    for chunk in chunks:
+        state.handle_chunk(ChatCompletionChunk.model_validate(chunk))
+    final = state.current_completion_snapshot  # the SDK's final parse raises on a `length` finish
+    assert final.usage.model_dump(exclude_none=True) == plain["usage"] and len(final.choices) == n
+    for streamed, choice in zip(final.choices, plain["choices"], strict=True):
+        assert streamed.message.content == choice["message"]["content"]
+        assert streamed.finish_reason == choice["finish_reason"]
+        assert [e.logprob for e in streamed.logprobs.content] == [e["logprob"] for e in choice["logprobs"]["content"]]
+        token_ids = [t for c in chunks for ch in c["choices"] if ch["index"] == choice["index"]
+                     for t in ch.get("token_ids") or []]
+        assert token_ids == choice["token_ids"]
+    assert chunks[0]["prompt_token_ids"] == plain["prompt_token_ids"]
+
+
+def test_a_streamed_request_error_is_a_plain_json_error(client):
+    r = chat(client, stream=True, max_tokens=100000)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"

@@ -20,9 +20,8 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
 
-from looprl.utils.chat_stream import stream_answer, stream_request
+from looprl.utils.chat_stream import Answers, JSONAnswer, stream_answer, stream_request
 
 
 @dataclass
@@ -35,8 +34,8 @@ class Reply:
     error: dict[str, Any] | None = None
 
 
-async def _ready(response: Response) -> Response:
-    return response
+async def _ready(answer: JSONAnswer) -> JSONAnswer:
+    return answer
 
 
 def _tokens(text: str) -> list[int]:
@@ -51,6 +50,7 @@ class ScriptedServer:
         """Each request's `Authorization` header (None when it had none), in order."""
         self.vllm_fields = vllm_fields
         self.delay_s = delay_s
+        self._answers = Answers()
         app = FastAPI()
 
         @app.post("/v1/chat/completions")
@@ -64,12 +64,12 @@ class ScriptedServer:
                 await asyncio.sleep(self.delay_s)
             r = self.reply(body)
             if r.status != 200:
-                answer = JSONResponse({"error": r.error or {"message": "scripted error", "type": "x", "code": None}},
-                                      status_code=r.status)
+                answer = JSONAnswer({"error": r.error or {"message": "scripted error", "type": "x", "code": None}},
+                                    status_code=r.status)
             else:
-                answer = JSONResponse(self._response(body, r))
+                answer = JSONAnswer(self._response(body, r))
             stream, include_usage = stream_request(body)
-            return await stream_answer(_ready(answer), include_usage) if stream else answer
+            return await stream_answer(self._answers.start(_ready(answer)), include_usage) if stream else answer
 
         self.app = app
 

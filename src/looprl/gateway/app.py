@@ -24,8 +24,13 @@ stream request the same way). So a streamed call is a
 plain call in every other respect: the same upstream request, sampling, retries, budget and error codes
 (returned as JSON errors with their HTTP status, unless the answer took long enough that the stream was
 committed to keep the connection alive: then as one SSE error event), and the same `ModelCall` record,
-token ids and logprobs as received, never re-tokenized. The client's headers (a verifiers harness's
+token ids and logprobs as received, never re-tokenized. A 200 answer that cannot be streamed (no choices)
+is recorded as the 502 `bad_upstream_response` the client gets. The client's headers (a verifiers harness's
 `X-Session-ID`) are ignored: the session is the URL's rollout id.
+
+A session that closes (its rollout ended) cancels its calls still in flight: the engine stops working
+for a rollout that is over, and nothing is recorded into calls already handed to the orchestrator. When
+`serve()` exits, the answers still in progress are cancelled before the upstream client closes.
 
 Several upstreams (one per inference node or GPU, each serving the whole model): each rollout is
 given one when its session opens, in turn, so the requests spread evenly over them while a
@@ -53,14 +58,22 @@ from typing import Any
 import httpx
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
 
 from looprl.config import SamplingParams
 from looprl.gateway.recording import record_call
 from looprl.gateway.sampling_params import apply_sampling
 from looprl.gateway.upstream import UpstreamClient, UpstreamResponse
 from looprl.store.records import ModelCall
-from looprl.utils.chat_stream import StreamRequestError, stream_answer, stream_request
+from looprl.utils.chat_stream import (
+    MAX_ANSWER_S,
+    Answers,
+    JSONAnswer,
+    StreamRequestError,
+    check_streamable,
+    settled,
+    stream_answer,
+    stream_request,
+)
 from looprl.utils.logger import get_logger
 
 KEEPALIVE_S = 2.0
@@ -71,8 +84,8 @@ RETRIED = (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.RemotePr
 """Transport failures that happen before the upstream answered; timeouts are not retried."""
 
 
-def error_response(status: int, message: str, code: str, type_: str = "invalid_request_error") -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": type_, "code": code}}, status_code=status)
+def error_response(status: int, message: str, code: str, type_: str = "invalid_request_error") -> JSONAnswer:
+    return JSONAnswer({"error": {"message": message, "type": type_, "code": code}}, status_code=status)
 
 
 @dataclass
@@ -106,6 +119,17 @@ class Session:
     calls: list[ModelCall] = field(default_factory=list)
     context_tokens: int = 0
     """Prompt + completion tokens of the latest successful call."""
+    answers: Answers = field(default_factory=Answers)
+    """Its calls in flight, cancelled when it closes."""
+    closed: bool = False
+
+    def record(self, call: ModelCall) -> None:
+        """Record `call`, unless the session has closed (its calls are the orchestrator's now)."""
+        if self.closed:
+            get_logger().debug("rollout {}: call {} answered after its session closed; not recorded",
+                               self.rollout_id, call.idx)
+            return
+        self.calls.append(call)
 
 
 class Gateway:
@@ -123,7 +147,7 @@ class Gateway:
         self.context_budget = context_budget
         self._sessions: dict[str, Session] = {}
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = UpstreamClient(headers, timeout_s=3600, connect_timeout_s=30, keepalive_s=KEEPALIVE_S,
+        self._client = UpstreamClient(headers, timeout_s=MAX_ANSWER_S, connect_timeout_s=30, keepalive_s=KEEPALIVE_S,
                                       max_connections=1024)
         self.app = self._build_app()
 
@@ -138,9 +162,14 @@ class Gateway:
                                              context_budget or self.context_budget)
 
     def close_session(self, rollout_id: str) -> list[ModelCall]:
-        """End a rollout's session and return its recorded calls (empty if it never called)."""
+        """End a rollout's session and return (a copy of) its recorded calls (empty if it never called);
+        its calls still in flight are cancelled, unrecorded."""
         session = self._sessions.pop(rollout_id, None)
-        return session.calls if session else []
+        if session is None:
+            return []
+        session.closed = True
+        session.answers.cancel_nowait()
+        return list(session.calls)
 
     # HTTP ------------------------------------------------------------------------------------
 
@@ -164,9 +193,11 @@ class Gateway:
                 return error_response(400, str(e), "invalid_request")
             if (body.get("n") or 1) != 1:
                 return error_response(400, "n > 1 is not supported: run sibling rollouts instead", "n_unsupported")
+            task = session.answers.start(self._forward(session, body, stream))
             if stream:
-                return await stream_answer(self._forward(session, body), include_usage)
-            return await self._forward(session, body)
+                return await stream_answer(task, include_usage)
+            await asyncio.wait({task})  # as a stream's: a client that goes away does not cancel its call
+            return settled(task)
 
         @app.get("/sessions/{rollout_id}/v1/models")
         async def models(rollout_id: str):
@@ -178,12 +209,12 @@ class Gateway:
 
         return app
 
-    async def _forward(self, session: Session, body: dict[str, Any]) -> Response:
+    async def _forward(self, session: Session, body: dict[str, Any], stream: bool) -> JSONAnswer:
         idx = len(session.calls)
         budget = session.context_budget
         if budget is not None and session.context_tokens >= budget:
-            session.calls.append(record_call(session.rollout_id, idx, time.time(), 0.0, 400, None,
-                                             error="context_budget_exceeded"))
+            session.record(record_call(session.rollout_id, idx, time.time(), 0.0, 400, None,
+                                       error="context_budget_exceeded"))
             return error_response(400, f"rollout context reached its budget of {budget} tokens "
                                        f"({session.context_tokens} used)", "context_budget_exceeded")
         payload = apply_sampling(body, self.sampling, session.rollout_id, idx)
@@ -201,19 +232,25 @@ class Gateway:
             return answer
         call = answer.call
         if budget is not None and answer.over(budget):
-            session.calls.append(call.model_copy(update={"status": 400, "error": "context_budget_exceeded"}))
+            session.record(call.model_copy(update={"status": 400, "error": "context_budget_exceeded"}))
             what = (f"prompt of {call.prompt_tokens} tokens" if call.prompt_tokens >= budget else
                     f"prompt and completion of {call.prompt_tokens} + {call.completion_tokens} tokens")
             return error_response(400, f"{what} exceeds the rollout's context budget of {budget}",
                                   "context_budget_exceeded")
-        session.calls.append(call)
+        if stream and call.status == 200:
+            try:
+                check_streamable(answer.data)
+            except ValueError as e:  # recorded as what the client gets
+                message = f"the answer cannot be streamed: {e}"
+                session.record(call.model_copy(update={"status": 502, "error": message}))
+                return error_response(502, message, "bad_upstream_response", "api_error")
+        session.record(call)
         if call.status == 200:
             session.context_tokens = call.prompt_tokens + call.completion_tokens
-        if answer.parsed:  # the upstream's JSON, forwarded as received
-            return Response(answer.response.content, status_code=call.status, media_type="application/json")
-        return JSONResponse(answer.data, status_code=call.status)
+        # the upstream's JSON is forwarded as received
+        return JSONAnswer(answer.data, call.status, answer.response.content if answer.parsed else None)
 
-    async def _ask(self, session: Session, payload: dict[str, Any], idx: int) -> Answer | JSONResponse:
+    async def _ask(self, session: Session, payload: dict[str, Any], idx: int) -> Answer | JSONAnswer:
         """One upstream call: its answer, or (recorded) the 502 the env gets when the upstream is unreachable."""
         started = time.time()
         try:
@@ -221,7 +258,7 @@ class Gateway:
         except httpx.HTTPError as e:
             latency = time.time() - started
             message = f"upstream {session.upstream} unreachable: {type(e).__name__}: {e}"
-            session.calls.append(record_call(session.rollout_id, idx, started, latency, 502, None, error=message))
+            session.record(record_call(session.rollout_id, idx, started, latency, 502, None, error=message))
             return error_response(502, message, "upstream_unreachable", "api_error")
         latency = time.time() - started
         try:
@@ -265,6 +302,7 @@ class Gateway:
         try:
             yield f"http://{host}:{bound}/sessions/{{rollout_id}}/v1"
         finally:
+            await asyncio.gather(*(s.answers.cancel() for s in self._sessions.values()))
             server.should_exit = True
             await task
             await self._client.aclose()

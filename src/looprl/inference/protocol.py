@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from looprl.utils.chat_stream import StreamFields
+
 
 class ErrorDetail(BaseModel):
     message: str
@@ -50,13 +52,9 @@ class ChatMessage(BaseModel):
     tool_call_id: str | None = None
 
 
-class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class ChatCompletionRequest(StreamFields):
+    """`stream` and `stream_options` by the gateway's rule (`StreamFields`, one validator for both servers)."""
 
-    include_usage: bool = False
-
-
-class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     model: str
@@ -74,9 +72,6 @@ class ChatCompletionRequest(BaseModel):
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)
     return_token_ids: bool = False
-    stream: bool = False
-    """The finished answer as server-sent events (`looprl.utils.chat_stream`)."""
-    stream_options: StreamOptions | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ChatCompletionRequest:

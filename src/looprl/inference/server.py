@@ -40,7 +40,7 @@ from looprl.inference.engine import Completion, Engine
 from looprl.inference.kv_budget import KVBudgetExceeded
 from looprl.inference.token_sampling import SamplingParams
 from looprl.inference.weight_update import OutsideRun, WeightsError, load_update
-from looprl.utils.chat_stream import stream_answer
+from looprl.utils.chat_stream import Answers, JSONAnswer, stream_answer
 
 OPEN_PATHS = frozenset({"/health"})
 """What answers without the run secret: the launcher's and the SLURM job's readiness checks."""
@@ -58,10 +58,14 @@ def create_app(engine: Engine, served_model_name: str, *, secret: str | None = N
     `secret`, every route but `/health` requires it (`Authorization: Bearer`, else 401); `/update_weights`
     loads only directories inside `weights_dirs` (else 403; none given: every update is refused)."""
 
+    answers = Answers()
+    """Streamed answers in progress: cancelled when the app stops, before the engine does."""
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine.start()
         yield
+        await answers.cancel()
         engine.stop()
 
     app = FastAPI(title="looprl inference", lifespan=lifespan)
@@ -95,8 +99,7 @@ def create_app(engine: Engine, served_model_name: str, *, secret: str | None = N
     @app.post("/v1/chat/completions", response_model=p.ChatCompletionResponse)
     async def chat_completions(body: p.ChatCompletionRequest) -> p.ChatCompletionResponse | Response:
         if body.stream:
-            include_usage = bool(body.stream_options and body.stream_options.include_usage)
-            return await stream_answer(_plain(complete(body)), include_usage)
+            return await stream_answer(answers.start(_plain(complete(body))), body.include_usage)
         return await complete(body)
 
     async def complete(body: p.ChatCompletionRequest) -> p.ChatCompletionResponse:
@@ -128,17 +131,17 @@ def create_app(engine: Engine, served_model_name: str, *, secret: str | None = N
     return app
 
 
-async def _plain(answer: Awaitable[p.ChatCompletionResponse]) -> Response:
+async def _plain(answer: Awaitable[p.ChatCompletionResponse]) -> JSONAnswer:
     """The response a plain call gets: the answer as JSON, or its error."""
     try:
-        return JSONResponse((await answer).model_dump(mode="json"))
+        return JSONAnswer((await answer).model_dump(mode="json"))
     except ApiError as e:
         return _error_response(e.status, e.message, e.code, e.type)
 
 
-def _error_response(status: int, message: str, code: str | None, type: str) -> JSONResponse:
+def _error_response(status: int, message: str, code: str | None, type: str) -> JSONAnswer:
     error = p.ErrorResponse(error=p.ErrorDetail(message=message, type=type, code=code))
-    return JSONResponse(error.model_dump(), status_code=status)
+    return JSONAnswer(error.model_dump(), status_code=status)
 
 
 def _weights(engine: Engine, served_model_name: str) -> p.WeightsInfo:

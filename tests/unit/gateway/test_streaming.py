@@ -28,6 +28,24 @@ def same_record(a, b) -> bool:
     return all(getattr(a, f) == getattr(b, f) for f in RECORD_FIELDS)
 
 
+async def post_stream(url: str, rollout_id: str = "a") -> httpx.Response:
+    """A streamed call read whole by a plain HTTP client (no SDK parsing in the way)."""
+    async with httpx.AsyncClient() as http:
+        return await http.post(url.format(rollout_id=rollout_id) + "/chat/completions",
+                               json={"messages": MESSAGES, "stream": True})
+
+
+def data_events(text: str) -> list[str]:
+    return [e.removeprefix("data: ") for e in text.split("\n\n") if e.startswith("data: ")]
+
+
+@pytest.fixture
+def fast_commit(monkeypatch):
+    """A stream commits (and sends keep-alive comments) after 50 ms instead of 20 s."""
+    monkeypatch.setattr(chat_stream, "KEEPALIVE_GRACE_S", 0.05)
+    monkeypatch.setattr(chat_stream, "KEEPALIVE_INTERVAL_S", 0.05)
+
+
 async def test_a_streamed_answer_is_the_plain_answer_and_is_recorded_alike():
     with ScriptedServer(lambda body: Reply("hi there, streaming")) as server:
         gw = Gateway(server.base_url, "m")
@@ -89,12 +107,10 @@ async def test_without_include_usage_no_usage_chunk_is_sent():
         gw = Gateway(server.base_url, "m")
         async with gw.serve() as url:
             gw.open_session("a")
-            async with httpx.AsyncClient() as http:
-                r = await http.post(url.format(rollout_id="a") + "/chat/completions",
-                                    json={"messages": MESSAGES, "stream": True})
+            r = await post_stream(url)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-    events = [e.removeprefix("data: ") for e in r.text.split("\n\n") if e]
-    assert events[-1] == "[DONE]"
+    events = data_events(r.text)
+    assert events[-1] == "[DONE]" and len(events) == len([e for e in r.text.split("\n\n") if e])
     chunks = [json.loads(e) for e in events[:-1]]
     assert all(c["choices"] for c in chunks) and "usage" not in json.dumps(chunks)
 
@@ -139,18 +155,14 @@ async def test_an_unreachable_upstream_is_a_502_before_the_stream(monkeypatch):
 
 
 @pytest.mark.parametrize("status", [200, 503])
-async def test_a_long_answer_commits_the_stream_and_keeps_it_alive(monkeypatch, status):
+async def test_a_long_answer_commits_the_stream_and_keeps_it_alive(fast_commit, status):
     """Past the grace period the client gets 200 and keep-alive comments; the answer follows, or, if the
     upstream failed, one SSE error event and the end of the stream (no [DONE])."""
-    monkeypatch.setattr(chat_stream, "KEEPALIVE_GRACE_S", 0.05)
-    monkeypatch.setattr(chat_stream, "KEEPALIVE_INTERVAL_S", 0.05)
     with ScriptedServer(lambda body: Reply("slow answer", status=status), delay_s=0.5) as server:
         gw = Gateway(server.base_url, "m")
         async with gw.serve() as url:
             gw.open_session("a")
-            async with httpx.AsyncClient() as http:
-                raw = await http.post(url.format(rollout_id="a") + "/chat/completions",
-                                      json={"messages": MESSAGES, "stream": True})
+            raw = await post_stream(url)
             if status == 200:
                 stream = await client(url, "a").chat.completions.create(model="m", messages=MESSAGES, stream=True)
                 text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
@@ -165,8 +177,8 @@ async def test_a_long_answer_commits_the_stream_and_keeps_it_alive(monkeypatch, 
     if status == 200:
         assert raw.text.endswith("data: [DONE]\n\n") and text == "slow answer"
     else:
-        events = [e for e in raw.text.split("\n\n") if e.startswith("data: ")]
-        assert len(events) == 1 and json.loads(events[0].removeprefix("data: "))["error"]["message"]
+        events = data_events(raw.text)
+        assert len(events) == 1 and json.loads(events[0])["error"]["message"]
         assert not isinstance(failed.value, openai.APIStatusError) and "scripted error" in failed.value.message
 
 
@@ -180,17 +192,17 @@ async def test_two_rollouts_stream_at_once_each_under_its_own_rollout():
             gw.open_session("a")
             gw.open_session("b")
 
-            async def one(rollout_id: str) -> str:
+            async def one(rollout_id: str) -> tuple[str, int]:
                 stream = await client(url, rollout_id).chat.completions.create(
                     model="m", messages=[{"role": "user", "content": rollout_id}], stream=True,
                     stream_options={"include_usage": True}, extra_headers={"X-Session-ID": rollout_id})
-                return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+                text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+                return text, len(server.requests)
 
-            started = asyncio.get_running_loop().time()
-            texts = await asyncio.gather(one("a"), one("b"))
-            elapsed = asyncio.get_running_loop().time() - started
+            (a, asked_by_a), (b, asked_by_b) = await asyncio.gather(one("a"), one("b"))
             calls = {r: gw.close_session(r) for r in ("a", "b")}
-    assert texts == ["answer for a", "answer for b"] and elapsed < 1.8, "the two streams overlapped"
+    assert (a, b) == ("answer for a", "answer for b")
+    assert asked_by_a == asked_by_b == 2, "each stream ended after both had reached the upstream: they overlapped"
     for rollout_id, [call] in calls.items():
         assert call.rollout_id == rollout_id and call.completion_tokens == len(f"answer for {rollout_id}")
 
@@ -204,3 +216,63 @@ async def test_the_scripted_server_streams_too():
             final = await stream.get_final_completion()
     message = final.choices[0].message
     assert message.content == "direct" and message.tool_calls[0].function.name == "add" and final.usage.total_tokens
+
+
+async def test_an_answer_that_lands_after_its_session_closed_is_cancelled_and_unrecorded(fast_commit):
+    """The client of a committed stream goes away and the rollout's session closes: its call in flight is
+    cancelled, and the calls handed over stay as they were."""
+    with ScriptedServer(lambda body: Reply("late"), delay_s=0.5) as server:
+        gw = Gateway(server.base_url, "m")
+        async with gw.serve() as url, httpx.AsyncClient() as http:
+            gw.open_session("a")
+            async with http.stream("POST", url.format(rollout_id="a") + "/chat/completions",
+                                   json={"messages": MESSAGES, "stream": True}) as r:
+                first = await anext(r.aiter_bytes())  # the stream is committed: the client leaves
+            session = gw._sessions["a"]
+            calls = gw.close_session("a")
+            await asyncio.sleep(0.8)  # past the upstream's answer
+    assert first.startswith(b": keep-alive") and len(server.requests) == 1
+    assert calls == [] and session.calls == [] and len(session.answers) == 0
+
+
+async def test_a_committed_stream_ends_with_a_timeout_event_and_its_answer_is_cancelled(fast_commit, monkeypatch):
+    monkeypatch.setattr(chat_stream, "MAX_ANSWER_S", 0.3)
+    with ScriptedServer(lambda body: Reply("too late"), delay_s=1.0) as server:
+        gw = Gateway(server.base_url, "m")
+        async with gw.serve() as url:
+            gw.open_session("a")
+            raw = await post_stream(url)
+            answers = len(gw._sessions["a"].answers)
+            await asyncio.sleep(1.0)  # past the upstream's answer
+            calls = gw.close_session("a")
+    [error] = data_events(raw.text)
+    assert raw.text.startswith(": keep-alive") and json.loads(error)["error"]["code"] == "timeout"
+    assert answers == 0 and calls == [], "the answer was cancelled, not left to run and be recorded"
+
+
+async def test_pending_answers_are_cancelled_when_the_gateway_stops(fast_commit):
+    with ScriptedServer(lambda body: Reply("after the end"), delay_s=1.0) as server:
+        gw = Gateway(server.base_url, "m")
+        async with gw.serve() as url:
+            gw.open_session("a")
+            raw = asyncio.create_task(post_stream(url))
+            while not server.requests:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)  # the stream is committed
+        session = gw._sessions["a"]
+        text = (await raw).text
+    assert len(session.answers) == 0 and session.calls == []
+    assert json.loads(data_events(text)[-1])["error"]["code"] == "cancelled"
+
+
+async def test_a_200_that_cannot_be_streamed_is_recorded_as_the_502_sent():
+    with ScriptedServer(lambda body: Reply("no choices")) as server:
+        server._response = lambda body, r: {"id": "x", "object": "chat.completion", "choices": []}
+        gw = Gateway(server.base_url, "m")
+        async with gw.serve() as url:
+            gw.open_session("a")
+            with pytest.raises(openai.APIStatusError) as failed:
+                await client(url, "a").chat.completions.create(model="m", messages=MESSAGES, stream=True)
+            [call] = gw.close_session("a")
+    assert failed.value.status_code == 502 and failed.value.code == "bad_upstream_response"
+    assert call.status == 502 and "cannot be streamed" in call.error

@@ -71,6 +71,7 @@ def test_token_fields_absent_unless_asked(client):
         ({"temperature": -1}, 400, "invalid_request"),
         ({"n": 0}, 400, "invalid_request"),
         ({"stream_options": "usage"}, 400, "invalid_request"),
+        ({"stream": True, "stream_options": {"include_usage": "true"}}, 400, "invalid_request"),
         ({"stop": [""]}, 400, "invalid_request"),
         ({"top_logprobs": 2}, 400, "invalid_request"),
         ({"tool_choice": "required"}, 400, "invalid_request"),
@@ -145,6 +146,13 @@ def test_a_streamed_answer_is_the_plain_answer_as_server_sent_events(client, n):
                      for t in ch.get("token_ids") or []]
         assert token_ids == choice["token_ids"]
     assert chunks[0]["prompt_token_ids"] == plain["prompt_token_ids"]
+
+
+def test_a_null_include_usage_streams_without_the_usage_chunk(client):
+    """The gateway's rule (`looprl.utils.chat_stream.StreamFields`): null is false, as no field at all."""
+    r = chat(client, stream=True, stream_options={"include_usage": None})
+    chunks = [json.loads(e.removeprefix("data: ")) for e in r.text.split("\n\n") if e][:-1]
+    assert r.status_code == 200 and chunks and all(c["choices"] for c in chunks)
 
 
 def test_a_streamed_request_error_is_a_plain_json_error(client):

@@ -241,13 +241,15 @@ class EnvRunner:
 
 
 _RUNNERS: dict[type[BaseEnv], type[EnvRunner]] = {}
-"""The runner of each env base class: looprl's `BaseEnv` first (`base_env` registers it as it is defined),
-then other frameworks' (`looprl.interop`)."""
+"""The runner of each env base class: looprl's `BaseEnv` (`base_env` registers it as it is defined) and
+other frameworks' (`looprl.interop`)."""
 
 
 def _sdk_base() -> type[BaseEnv]:
     """looprl's `BaseEnv`: its hooks are the defaults that mean "this env has no such hook"."""
-    return next(iter(_RUNNERS))
+    from looprl.envs.base_env import BaseEnv  # imported here: base_env imports this module
+
+    return BaseEnv
 
 
 def register_runner(base: type[BaseEnv], runner: type[EnvRunner]) -> None:
@@ -256,8 +258,12 @@ def register_runner(base: type[BaseEnv], runner: type[EnvRunner]) -> None:
 
 
 def runner_class(env_cls: type[BaseEnv]) -> type[EnvRunner]:
-    """The runner registered for `env_cls`'s nearest base class."""
-    return next(_RUNNERS[c] for c in env_cls.__mro__ if c in _RUNNERS)
+    """The runner registered for `env_cls`'s nearest base class; a `TypeError` for a class with none."""
+    for c in env_cls.__mro__:
+        if c in _RUNNERS:
+            return _RUNNERS[c]
+    raise TypeError(f"{env_cls.__module__}.{env_cls.__qualname__} is not an environment: subclass "
+                    "looprl.envs.BaseEnv (or a registered framework's env base class, e.g. benchmax's)")
 
 
 def runner_for(env: BaseEnv) -> EnvRunner:

@@ -241,15 +241,22 @@ class EnvRunner:
 
 
 _RUNNERS: dict[type[BaseEnv], type[EnvRunner]] = {}
-"""The runner of each env base class: looprl's `BaseEnv` (`base_env` registers it as it is defined) and
-other frameworks' (`looprl.interop`)."""
+"""The runner of each env base class: looprl's `BaseEnv` (`register_sdk_base`) and other frameworks'
+(`looprl.interop`)."""
+_SDK_BASE: list[type[BaseEnv]] = []
+"""looprl's `BaseEnv`, once `base_env` has named it."""
+
+
+def register_sdk_base(base: type[BaseEnv]) -> None:
+    """Name looprl's `BaseEnv` (`base_env` does as it defines it: this module cannot import it, being
+    imported by it) and run its subclasses with `EnvRunner`."""
+    _SDK_BASE[:] = [base]
+    register_runner(base, EnvRunner)
 
 
 def _sdk_base() -> type[BaseEnv]:
     """looprl's `BaseEnv`: its hooks are the defaults that mean "this env has no such hook"."""
-    from looprl.envs.base_env import BaseEnv  # imported here: base_env imports this module
-
-    return BaseEnv
+    return _SDK_BASE[0]
 
 
 def register_runner(base: type[BaseEnv], runner: type[EnvRunner]) -> None:

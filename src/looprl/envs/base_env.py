@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from looprl.envs._runner import EnvRunner, register_runner, runner_for
+from looprl.envs._runner import register_sdk_base, runner_for
 from looprl.envs.dataset import Dataset
 from looprl.envs.environment import Environment
 from looprl.envs.rollout import BaseRollout
@@ -59,4 +59,4 @@ class BaseEnv(Environment):
         return await runner_for(self).run_group(request)
 
 
-register_runner(BaseEnv, EnvRunner)
+register_sdk_base(BaseEnv)

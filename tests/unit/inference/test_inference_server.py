@@ -151,8 +151,9 @@ def test_a_streamed_answer_is_the_plain_answer_as_server_sent_events(client, n):
 def test_a_null_include_usage_streams_without_the_usage_chunk(client):
     """The gateway's rule (`looprl.utils.chat_stream.StreamFields`): null is false, as no field at all."""
     r = chat(client, stream=True, stream_options={"include_usage": None})
-    chunks = [json.loads(e.removeprefix("data: ")) for e in r.text.split("\n\n") if e][:-1]
-    assert r.status_code == 200 and chunks and all(c["choices"] for c in chunks)
+    *chunks, done = [e.removeprefix("data: ") for e in r.text.split("\n\n") if e]
+    assert r.status_code == 200 and done == "[DONE]" and chunks
+    assert all(json.loads(c)["choices"] for c in chunks)
 
 
 def test_a_streamed_request_error_is_a_plain_json_error(client):

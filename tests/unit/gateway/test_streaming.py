@@ -3,6 +3,7 @@ budget and errors as a plain call, in OpenAI's chunk shape."""
 
 import asyncio
 import json
+from typing import Any
 
 import httpx
 import openai
@@ -33,6 +34,16 @@ async def post_stream(url: str, rollout_id: str = "a") -> httpx.Response:
     async with httpx.AsyncClient() as http:
         return await http.post(url.format(rollout_id=rollout_id) + "/chat/completions",
                                json={"messages": MESSAGES, "stream": True})
+
+
+async def refused(upstream: str, error: type[openai.APIStatusError], **gateway: Any) -> tuple[Any, list]:
+    """A streamed call refused before its stream started: the SDK's exception and the session's calls."""
+    gw = Gateway(upstream, "m", **gateway)
+    async with gw.serve() as url:
+        gw.open_session("a")
+        with pytest.raises(error) as failed:
+            await client(url, "a").chat.completions.create(model="m", messages=MESSAGES, stream=True)
+        return failed.value, gw.close_session("a")
 
 
 def data_events(text: str) -> list[str]:
@@ -117,13 +128,8 @@ async def test_without_include_usage_no_usage_chunk_is_sent():
 
 async def test_a_context_budget_refusal_is_an_http_400_before_the_stream():
     with ScriptedServer(lambda body: Reply("y" * 200)) as server:  # ignores max_tokens: over any budget
-        gw = Gateway(server.base_url, "m", context_budget=80)
-        async with gw.serve() as url:
-            gw.open_session("a")
-            with pytest.raises(openai.BadRequestError) as refused:
-                await client(url, "a").chat.completions.create(model="m", messages=MESSAGES, stream=True)
-            [call] = gw.close_session("a")
-    assert refused.value.status_code == 400 and refused.value.code == "context_budget_exceeded"
+        error, [call] = await refused(server.base_url, openai.BadRequestError, context_budget=80)
+    assert error.status_code == 400 and error.code == "context_budget_exceeded"
     assert call.status == 400 and call.error == "context_budget_exceeded"
 
 
@@ -145,13 +151,8 @@ async def test_an_upstream_error_is_its_http_status_and_a_bad_stream_option_a_40
 
 async def test_an_unreachable_upstream_is_a_502_before_the_stream(monkeypatch):
     monkeypatch.setattr("looprl.gateway.app.RETRY_DELAY_S", 0.0)
-    gw = Gateway("http://127.0.0.1:9/v1", "m")
-    async with gw.serve() as url:
-        gw.open_session("a")
-        with pytest.raises(openai.APIStatusError) as failed:
-            await client(url, "a").chat.completions.create(model="m", messages=MESSAGES, stream=True)
-        [call] = gw.close_session("a")
-    assert failed.value.status_code == 502 and failed.value.code == "upstream_unreachable" and call.status == 502
+    error, [call] = await refused("http://127.0.0.1:9/v1", openai.APIStatusError)
+    assert error.status_code == 502 and error.code == "upstream_unreachable" and call.status == 502
 
 
 @pytest.mark.parametrize("status", [200, 503])
@@ -268,11 +269,6 @@ async def test_pending_answers_are_cancelled_when_the_gateway_stops(fast_commit)
 async def test_a_200_that_cannot_be_streamed_is_recorded_as_the_502_sent():
     with ScriptedServer(lambda body: Reply("no choices")) as server:
         server._response = lambda body, r: {"id": "x", "object": "chat.completion", "choices": []}
-        gw = Gateway(server.base_url, "m")
-        async with gw.serve() as url:
-            gw.open_session("a")
-            with pytest.raises(openai.APIStatusError) as failed:
-                await client(url, "a").chat.completions.create(model="m", messages=MESSAGES, stream=True)
-            [call] = gw.close_session("a")
-    assert failed.value.status_code == 502 and failed.value.code == "bad_upstream_response"
+        error, [call] = await refused(server.base_url, openai.APIStatusError)
+    assert error.status_code == 502 and error.code == "bad_upstream_response"
     assert call.status == 502 and "cannot be streamed" in call.error

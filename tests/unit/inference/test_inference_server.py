@@ -1,5 +1,6 @@
 """The HTTP surface on a tiny random model: response fields, errors, weight updates, tool calls."""
 
+import asyncio
 import json
 
 import pytest
@@ -159,3 +160,26 @@ def test_a_null_include_usage_streams_without_the_usage_chunk(client):
 def test_a_streamed_request_error_is_a_plain_json_error(client):
     r = chat(client, stream=True, max_tokens=100000)
     assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_a_streamed_answer_in_progress_is_cancelled_before_the_engine_stops(model_and_tokenizer, monkeypatch):
+    from looprl.utils import chat_stream
+
+    monkeypatch.setattr(chat_stream, "KEEPALIVE_GRACE_S", 0.05)
+    model, tokenizer = model_and_tokenizer
+    ended = []
+
+    async def wedged(self, prompt_ids, params, n=1):
+        try:
+            await asyncio.Event().wait()
+        finally:
+            ended.append("cancelled")
+
+    stop = Engine.stop
+    monkeypatch.setattr(Engine, "generate", wedged)
+    monkeypatch.setattr(Engine, "stop", lambda self: (ended.append("engine stopped"), stop(self)))
+    body = {"model": NAME, "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with TestClient(create_app(Engine(model, tokenizer), NAME)) as client, \
+            client.stream("POST", "/v1/chat/completions", json=body) as r:
+        assert next(r.iter_bytes()).startswith(b": keep-alive")
+    assert ended == ["cancelled", "engine stopped"], "the answer ends before the engine stops"

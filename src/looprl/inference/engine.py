@@ -12,7 +12,12 @@ and retires rows on EOS, a stop string, `max_tokens` or the context limit.
 
 A weight update is ordered like a request: requests that arrived before it finish on the old
 weights, admission pauses until the batch drains, the tensors are copied in place, and requests that
-arrived after it run on the new weights. No completion ever mixes two weight versions.
+arrived after it run on the new weights. No completion then mixes two weight versions. An in-flight
+update (`WeightUpdate.in_flight`, the orchestrator's `in_flight_updates`) does not wait for the batch:
+it is applied between two decode steps, and the running rows continue on the new weights, their KV
+cache as the old weights computed it. Every token records the version that sampled it
+(`Completion.versions`), so a completion that spans the swap says which of its tokens came from which
+weights.
 
 Everything runs on the model's device (`looprl inference --device`): the batch's cache and mask,
 the sampling and the seeded generators; only sampled tokens and logprobs come back to the CPU. On a
@@ -43,10 +48,12 @@ MAX_PREFILL_TOKENS = 8192  # padded prompt tokens per prefill pass: bounds its a
 
 @dataclass
 class Completion:
-    """One finished choice: generated ids (EOS included), logprobs, text (stop string cut off)."""
+    """One finished choice: generated ids (EOS included), logprobs, text (stop string cut off), and the
+    weights version that sampled each token."""
 
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
     top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
     text: str = ""
     finish_reason: str = "length"
@@ -118,7 +125,8 @@ class Engine:
         return await request.future
 
     async def update_weights(self, update: WeightUpdate) -> None:
-        """Swap in `update` once every earlier request has finished; returns once it is live."""
+        """Swap in `update` once every earlier request has finished (in flight: at the next step
+        boundary, the running rows continuing on it); returns once it is live."""
         update.future, update.loop = asyncio.get_running_loop().create_future(), asyncio.get_running_loop()
         self._inbox.put(update)
         await update.future
@@ -169,7 +177,7 @@ class Engine:
 
     def _admissible(self) -> list[_Request]:
         """The waiting requests that fit now, in order, taken off the queue (a weight update first drains
-        the batch, then is applied).
+        the batch, then is applied; an in-flight one is applied at once).
 
         A request fits if the batch's rows stay within `max_batch_size` and its KV cache within
         `max_kv_tokens`: all rows times the longest span any row can reach. A new row's prefill is no
@@ -182,7 +190,7 @@ class Engine:
         while self._waiting:
             head = self._waiting[0]
             if isinstance(head, WeightUpdate):
-                if rows:
+                if rows and not head.in_flight:
                     break  # drain first: everything admitted so far runs on the old weights
                 self._waiting.popleft()
                 self._apply(head)
@@ -218,6 +226,7 @@ class Engine:
             completion = row.completion
             completion.token_ids.append(token)
             completion.logprobs.append(logprob)
+            completion.versions.append(self.weights_version)
             completion.top_logprobs.append(top)
             if token in self.eos_ids or self._stop_at(row) is not None:
                 completion.finish_reason = "stop"

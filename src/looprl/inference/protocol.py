@@ -121,12 +121,23 @@ class AssistantMessage(BaseModel):
     tool_calls: list[ToolCall] = []
 
 
+class WeightVersionSpan(BaseModel):
+    """Completion tokens `[start, end)` were sampled by the weights labelled `version` (vLLM's shape)."""
+
+    version: str
+    start: int
+    end: int
+
+
 class Choice(BaseModel):
     index: int
     message: AssistantMessage
     finish_reason: Literal["stop", "length", "tool_calls"]
     logprobs: ChoiceLogprobs | None = None
     token_ids: list[int] | None = None
+    weight_versions: list[WeightVersionSpan] | None = None
+    """With `return_token_ids`: which weights sampled which tokens (more than one span when an in-flight
+    weight update landed while this choice was generated)."""
 
 
 class Usage(BaseModel):
@@ -149,6 +160,9 @@ class UpdateWeightsRequest(BaseModel):
     path: str
     version: int | None = None
     """Label for the new weights (e.g. the trainer step); default: the previous version + 1."""
+    in_flight: bool = False
+    """Swap between two decoding steps of the running requests, which continue on the new weights,
+    instead of once they have finished."""
 
 
 class WeightsInfo(BaseModel):

@@ -2,7 +2,7 @@
 
 Endpoints: `POST /v1/chat/completions` (plain, or with `stream: true` the finished answer as server-sent
 events, `looprl.utils.chat_stream`), `GET /v1/models`, `GET /health`, and
-`POST /update_weights {"path": DIR, "version": N?}` (409 `weights_superseded` when DIR names a
+`POST /update_weights {"path": DIR, "version": N?, "in_flight": bool?}` (409 `weights_superseded` when DIR names a
 shared-memory region that the trainer has changed since). Every error body has OpenAI's shape
 `{"error": {"message", "type", "param", "code"}}`; anything wrong with the request is a 4xx.
 
@@ -85,7 +85,8 @@ def create_app(engine: Engine, served_model_name: str, *, secret: str | None = N
     @app.post("/update_weights", response_model=p.WeightsInfo)
     async def update_weights(body: p.UpdateWeightsRequest) -> p.WeightsInfo:
         try:
-            update = await asyncio.to_thread(load_update, body.path, engine.model, body.version, list(weights_dirs))
+            update = await asyncio.to_thread(load_update, body.path, engine.model, body.version,
+                                           list(weights_dirs), body.in_flight)
         except OutsideRun as e:
             raise ApiError(403, str(e), "path_outside_run", "permission_error") from e
         except WeightsError as e:
@@ -190,7 +191,19 @@ def _choice(index: int, c: Completion, body: p.ChatCompletionRequest, tokenizer:
         finish_reason=finish,  # type: ignore[arg-type]
         logprobs=logprobs,
         token_ids=c.token_ids if body.return_token_ids else None,
+        weight_versions=_spans(c.versions) if body.return_token_ids else None,
     )
+
+
+def _spans(versions: list[int]) -> list[p.WeightVersionSpan]:
+    """Per-token versions as runs of one version each (vLLM's `weight_versions`)."""
+    spans: list[p.WeightVersionSpan] = []
+    for i, version in enumerate(versions):
+        if spans and spans[-1].version == str(version):
+            spans[-1].end = i + 1
+        else:
+            spans.append(p.WeightVersionSpan(version=str(version), start=i, end=i + 1))
+    return spans
 
 
 def _token(tokenizer: Any, token_id: int, logprob: float) -> dict[str, Any]:

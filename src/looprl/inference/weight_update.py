@@ -57,6 +57,8 @@ class WeightUpdate:
     region: Region | None = None
     """The shared-memory region `tensors` are views of, which must hold `region_version` while they are copied."""
     region_version: int = 0
+    in_flight: bool = False
+    """Applied between two decode steps of the running requests instead of after they finish."""
     future: asyncio.Future[None] = field(init=False)
     loop: asyncio.AbstractEventLoop = field(init=False)
 
@@ -69,10 +71,11 @@ class WeightUpdate:
 
 
 def load_update(path: str | Path, model: Any, version: int | None = None,
-                allowed: Sequence[Path] | None = None) -> WeightUpdate:
+                allowed: Sequence[Path] | None = None, in_flight: bool = False) -> WeightUpdate:
     """Read all `*.safetensors` under `path` (or map the shared-memory region it names) and check them
-    against `model`'s state dict. With `allowed` (the server's weights directories), `path` and the region
-    must resolve inside one of them (`OutsideRun` otherwise); what is loaded is the resolved path."""
+    against `model`'s state dict (`in_flight`: see `WeightUpdate.in_flight`). With `allowed` (the server's
+    weights directories), `path` and the region must resolve inside one of them (`OutsideRun` otherwise);
+    what is loaded is the resolved path."""
     path = _allowed(path, allowed)
     if not path.is_dir():
         raise WeightsError(f"weights directory {path} does not exist")
@@ -83,9 +86,9 @@ def load_update(path: str | Path, model: Any, version: int | None = None,
             region = _mapped(region_path, os.stat(region_path).st_ino, message.nbytes)
         except (OSError, ValueError) as e:
             raise WeightsError(f"the shared-memory region of {path} cannot be mapped: {e}") from e
-        update = WeightUpdate(path, region.views(message.tensors), version, region, message.version)
+        update = WeightUpdate(path, region.views(message.tensors), version, region, message.version, in_flight)
     else:
-        update = WeightUpdate(path, _read_files(path), version)
+        update = WeightUpdate(path, _read_files(path), version, in_flight=in_flight)
     _check(update.tensors, model, path)
     return update
 

@@ -68,7 +68,13 @@ def _v3_to_v4(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+def _add_policy_versions(conn: sqlite3.Connection) -> None:
+    """Add `model_calls.completion_policy_versions` (NULL: not recorded, as for every call made before)."""
+    conn.execute("ALTER TABLE model_calls ADD COLUMN completion_policy_versions TEXT")
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _add_policy_versions}
 """From-version -> migration to the next version."""
 
 

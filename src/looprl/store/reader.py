@@ -182,7 +182,8 @@ class RunStoreReader:
         out = []
         for r in rows:
             d = dict(r)
-            for key in ("prompt_token_ids", "completion_token_ids", "completion_logprobs", "trainer_logprobs"):
+            for key in ("prompt_token_ids", "completion_token_ids", "completion_logprobs", "trainer_logprobs",
+                        "completion_policy_versions"):
                 d[key] = None if d[key] is None else json.loads(d[key])
             out.append(ModelCall(**d))
         return out

@@ -31,6 +31,9 @@ class ModelCall(BaseModel):
     completion_token_ids: list[int] | None = None
     completion_logprobs: list[float] | None = None
     error: str | None = None
+    completion_policy_versions: list[int] | None = None
+    """The weights version (trainer step) that sampled each completion token: more than one within a call
+    when an in-flight weight update landed while it generated; None when the engine did not say."""
     trainer_logprobs: list[float] | None = None
     """The trainer's logprob of each completion token (the weights it trained on), once its report for
     the step is stored; None until then, and for calls that did not train."""

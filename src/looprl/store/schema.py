@@ -13,7 +13,8 @@ Tables
   env emitted them, `zero_filled` the names the batch's other rollouts emitted and this one did not
   (they counted as 0), `reward` the aggregated total.
 - `model_calls`: every model call a rollout made through the gateway, with token ids and logprobs;
-  `trainer_logprobs` is set once the trainer has trained on the call (its report for the step).
+  `trainer_logprobs` is set once the trainer has trained on the call (its report for the step);
+  `completion_policy_versions` names the weights version that sampled each completion token (schema 5).
 - `rollout_logs`: the stdlib `logging` records attributed to each rollout.
 - `rollouts_fts`, `rollout_logs_fts`: full-text indexes (FTS5, trigram tokenizer, so any substring
   matches) over transcripts and log messages. They are external-content tables (the text lives once, in
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,8 @@ CREATE TABLE IF NOT EXISTS model_calls (
     completion_token_ids  TEXT,
     completion_logprobs   TEXT,
     error                 TEXT,
-    trainer_logprobs      TEXT               -- JSON list: the trainer's logprob of each completion token
+    trainer_logprobs      TEXT,              -- JSON list: the trainer's logprob of each completion token
+    completion_policy_versions TEXT          -- JSON list: the weights version that sampled each completion token
 );
 CREATE INDEX IF NOT EXISTS model_calls_by_rollout ON model_calls (rollout_id, idx);
 

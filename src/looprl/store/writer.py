@@ -119,11 +119,11 @@ class RunStoreWriter:
         self._conn.executemany(
             "INSERT INTO model_calls (run_id, rollout_id, idx, started_at, latency_s, status, finish_reason, "
             "prompt_tokens, completion_tokens, prompt_token_ids, completion_token_ids, completion_logprobs, error, "
-            "trainer_logprobs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "trainer_logprobs, completion_policy_versions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(r.run_id, r.rollout_id, c.idx, c.started_at, c.latency_s, c.status, c.finish_reason,
               c.prompt_tokens, c.completion_tokens, _json_or_null(c.prompt_token_ids),
               _json_or_null(c.completion_token_ids), _json_or_null(c.completion_logprobs), c.error,
-              _json_or_null(c.trainer_logprobs))
+              _json_or_null(c.trainer_logprobs), _json_or_null(c.completion_policy_versions))
              for c in r.model_calls],
         )
         self._conn.executemany(

@@ -93,6 +93,12 @@ class OrchestratorConfig(Strict):
     Unset, `looprl rl` picks by hardware and writes the number into the run's `config.toml`: 0 without a
     GPU (the engine and the trainer share the cores, so they take turns, each on every core), 1 with
     GPUs (generation of step n overlaps training of step n-1)."""
+    in_flight_updates: bool = False
+    """Load new weights between two decoding steps of the requests in flight (the embedded engine, vLLM's
+    `pause_generation(mode="keep")`), which continue on them, instead of once they finish. Each token then
+    records the weights version that sampled it, one reply may span several, and `max_off_policy_steps`
+    bounds its oldest token. Off by default: on the long-tail bench (docs/benchmarks.md) it did not drop
+    fewer groups at equal steps per hour."""
     token_budget: int = Field(512, ge=1)
     """Most tokens in one packed micro-batch (one forward/backward pass of the trainer). Attention in a
     packed row is block-diagonal through a dense mask, so its cost grows with the square of the row's

@@ -5,8 +5,10 @@ finish, in completion order, so one slow group (a long multi-turn rollout, a too
 longer leaves the engine idle at the end of every step: the groups behind it carry on into the
 next step.
 
-Each group is tagged with the engine's weights version when it started (the oldest policy any of
-its tokens can come from). A group that lands in step N is *fresh* if
+Each group is tagged with the engine's weights version when it started. When it lands, its version is
+that of its oldest token if the engine recorded per-token versions (`oldest`: with in-flight weight
+updates a reply continues on newer weights, and a group that waited in the engine's queue started on
+newer ones than its tag), else the tag. A group that lands in step N is *fresh* if
 `N - 1 - version <= max_off_policy_steps` (step N trains the policy of version N - 1); a stale group
 is dropped, returned for the store and the step's `groups_dropped` count, and replaced.
 
@@ -35,10 +37,16 @@ T = TypeVar("T")
 
 @dataclass
 class Landed(Generic[T]):
-    """A finished group and the weights version it started on."""
+    """A finished group, the oldest weights version that sampled its tokens and the one it started on."""
 
     group: T
     policy_version: int
+    started_version: int = -1
+    """The engine's version when the group started (-1: same as `policy_version`)."""
+
+    def __post_init__(self) -> None:
+        if self.started_version < 0:
+            self.started_version = self.policy_version
 
 
 @dataclass
@@ -53,8 +61,9 @@ class GroupPool(Generic[T]):
     """Starts groups through `launch`, tags them with `version()`, hands them to steps as they finish."""
 
     def __init__(self, launch: Callable[[], Awaitable[T]], version: Callable[[], int], groups_per_step: int,
-                 max_off_policy_steps: int) -> None:
-        self.launch, self.version = launch, version
+                 max_off_policy_steps: int, oldest: Callable[[T], int | None] = lambda group: None) -> None:
+        """`oldest`: the oldest version that sampled a landed group's tokens (None: not known, its tag counts)."""
+        self.launch, self.version, self.oldest = launch, version, oldest
         self.groups_per_step, self.max_lag = groups_per_step, max_off_policy_steps
         self.tasks: dict[asyncio.Task[T], int] = {}
 
@@ -82,7 +91,9 @@ class GroupPool(Generic[T]):
             for task in sorted(done, key=self._order):
                 if len(out.fresh) == self.groups_per_step or len(out.fresh) + len(out.filtered) == budget:
                     break  # finished early: it waits in the pool for the next step
-                landed = Landed(task.result(), self.tasks.pop(task))
+                started = self.tasks.pop(task)
+                oldest = self.oldest(task.result())
+                landed = Landed(task.result(), started if oldest is None else oldest, started)
                 if not self.fresh_for(step, landed.policy_version):
                     out.stale.append(landed)
                 elif keep is None or keep(landed.group):

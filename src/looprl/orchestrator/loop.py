@@ -45,6 +45,7 @@ from looprl.orchestrator.example_order import ExampleOrder
 from looprl.orchestrator.inflight import GroupPool
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.step_metrics import first_request, lag_metrics, rollout_metrics, summary_line
+from looprl.orchestrator.token_versions import oldest_version, token_lag_metrics
 from looprl.orchestrator.training_samples import build_samples, loss_calls, per_call
 from looprl.orchestrator.weight_sync import WeightSync
 from looprl.paths import batch_path, progress_path, rollout_metrics_path, trainer_report_path
@@ -69,7 +70,7 @@ class Orchestrator:
         gateway = Gateway([f"{url}/v1" for url in engine_urls], model_name, sampling, cfg.orchestrator.context_budget,
                           api_key=secret)
         self.weights = WeightSync(engine_urls, self.run_dir, last_version=cfg.max_steps, on_model=gateway.serve_model,
-                                  secret=secret)
+                                  secret=secret, in_flight=cfg.orchestrator.in_flight_updates)
         self.session = RolloutSession(
             self.run_dir, kind="rl", env=cfg.env_runtime(), gateway=gateway, config=cfg.model_dump(mode="json"),
             splits=(cfg.env.train_split, cfg.env.eval_split), model=cfg.model.name,
@@ -95,7 +96,7 @@ class Orchestrator:
                 pool: GroupPool[Group] = GroupPool(
                     lambda: session.roll_out(order.next(), "train", cfg.orchestrator.group_size),
                     lambda: self.weights.version, cfg.orchestrator.groups_per_step,
-                    cfg.orchestrator.off_policy_steps)
+                    cfg.orchestrator.off_policy_steps, oldest_version)
                 try:
                     for step in range(resume_step + 1, cfg.max_steps + 1):
                         await self.step(step, order, pool)
@@ -140,8 +141,11 @@ class Orchestrator:
         groups = [g.group for g in sampled]
         metrics.update(lag_metrics(step, [(g.policy_version, first_request(g.group)) for g in sampled],
                                    self.weights.published_at, self.weights.loaded_at))
+        metrics.update(token_lag_metrics(step, [(g.started_version, g.group) for g in sampled]))
         metrics["groups_dropped"] = float(len(landed.stale))
         metrics["rollouts_dropped"] = float(sum(len(g.group) for g in landed.stale))
+        metrics["tokens_dropped"] = float(sum(c.completion_tokens for g in landed.stale for _, calls in g.group
+                                              for c in calls))
 
         # 2. rewards and advantages per group; zero-advantage groups carry no signal
         results = [[r for r, _ in group] for group in groups]

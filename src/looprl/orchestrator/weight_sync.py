@@ -2,8 +2,9 @@
 
 The trainer writes `broadcasts/step_N/` and then its `STABLE` marker (`looprl.handoff`); `sync()`
 finds the newest stable broadcast beyond the engine's version and asks the engine to load it
-(`POST /update_weights`, which swaps weights between decoding steps, so no completion mixes two
-versions). `wait_for(v)` blocks until the engine runs version `v` or newer: that is how the
+(`POST /update_weights`, which swaps weights between decoding steps once the requests in flight have
+finished, so no completion mixes two versions; with `in_flight` (`orchestrator.in_flight_updates`) at
+once, the running requests continuing on the new weights, each token recording its version). `wait_for(v)` blocks until the engine runs version `v` or newer: that is how the
 orchestrator bounds off-policy lag.
 
 Each broadcast is a full copy of the weights. Once the engine has answered that it runs step N, every
@@ -28,9 +29,9 @@ If the trainer is changing the region, or has changed it again, when an engine c
 still refused after SUPERSEDED_LIMIT_S with none newer (a trainer that left the region marked as
 being changed), `sync()` raises instead of letting the run wait forever.
 
-An update takes as long as the engine needs to reach a point where it may swap the weights: the embedded
-engine and vLLM (`pause_generation(mode="wait")`) both let the requests in flight finish first, and an
-agentic rollout's request may run for many minutes. So the request has no read timeout, only a connect
+An update takes as long as the engine needs to reach a point where it may swap the weights: without
+`in_flight` the embedded engine and vLLM (`pause_generation(mode="wait")`) both let the requests in flight
+finish first, and an agentic rollout's request may run for many minutes. So the request has no read timeout, only a connect
 timeout; instead the engine's liveness is checked while it waits: every LIVENESS_INTERVAL_S its `/health`
 must answer within LIVENESS_TIMEOUT_S, and after LIVENESS_FAILURES misses in a row the update fails with
 `EngineUnresponsive`, naming the engine, instead of waiting on a dead one forever.
@@ -73,7 +74,10 @@ class EngineUnresponsive(RuntimeError):
 class WeightSync:
     def __init__(self, engine_urls: str | Sequence[str], run_dir: Path, version: int = 0,
                  last_version: int | None = None, on_model: Callable[[str], None] | None = None,
-                 secret: str | None = None) -> None:
+                 secret: str | None = None, in_flight: bool = False) -> None:
+        """`in_flight`: ask the engines to swap weights between decoding steps of the running requests
+        (`orchestrator.in_flight_updates`) instead of once they finish."""
+        self.in_flight = in_flight
         self.engine_urls = [engine_urls] if isinstance(engine_urls, str) else list(engine_urls)
         self._headers = {"Authorization": f"Bearer {secret}"} if secret else {}
         """The run secret, which the engines require (`looprl.handoff.engine_access`)."""
@@ -87,7 +91,7 @@ class WeightSync:
         """The broadcast the engine refuses with 409 and since when (monotonic seconds)."""
 
     async def load(self, path: Path, version: int) -> None:
-        body = {"path": str(path.resolve()), "version": version}
+        body = {"path": str(path.resolve()), "version": version, "in_flight": self.in_flight}
         async with httpx.AsyncClient(timeout=UPDATE_TIMEOUT, headers=self._headers) as client:
             # every engine's update finishes before the client closes, even when one fails
             outcomes = await asyncio.gather(*(_update_while_alive(client, url, body) for url in self.engine_urls),

@@ -128,6 +128,33 @@ async def test_weight_update_waits_for_earlier_requests(engine, tmp_path):
     # the early request finished before the swap: its logprobs are the old weights'
     assert not torch.allclose(torch.tensor(early_out.logprobs), teacher_forced(model, p, early_out.token_ids),
                               atol=1e-4)
+    assert set(early_out.versions) == {0} and set(late_out.versions) == {7}
+
+
+async def test_in_flight_update_swaps_between_decoding_steps(engine, tmp_path):
+    """An in-flight update lands while a request decodes: the row continues, the tokens before the swap keep
+    version 0 (and are the old weights' samples), the ones after it carry the new version."""
+    import copy
+
+    from safetensors.torch import save_file
+
+    model = engine.model
+    old = copy.deepcopy(model)
+    p = prompts(engine.tokenizer, 1)[0]
+    save_file({k: v * 1.5 for k, v in model.state_dict().items() if k.endswith(("norm.weight", "up_proj.weight"))},
+              tmp_path / "model.safetensors")
+    running = asyncio.create_task(engine.generate(p, SamplingParams(max_tokens=400, seed=3)))
+    while not engine._rows or len(engine._rows[0].completion.token_ids) < 3:
+        await asyncio.sleep(0.001)
+    await engine.update_weights(load_update(tmp_path, model, version=7, in_flight=True))
+    swapped_at = next((len(r.completion.token_ids) for r in engine._rows), None)
+    [out] = await running
+    assert swapped_at is not None, "the request finished before the update was applied"
+    assert 3 <= out.versions.index(7) <= swapped_at  # the row was still decoding when the weights changed
+    k = out.versions.index(7)
+    assert out.versions == [0] * k + [7] * (len(out.token_ids) - k)
+    assert torch.allclose(torch.tensor(out.logprobs[:k]), teacher_forced(old, p, out.token_ids[:k]), atol=1e-4)
+    assert engine.weights_version == 7
 
 
 async def test_a_failed_weight_copy_serves_the_new_weights_unpacked(engine, tmp_path, monkeypatch):

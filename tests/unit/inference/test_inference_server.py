@@ -48,6 +48,8 @@ def test_completion_with_token_ids_and_logprobs(client):
         assert len(entries) == len(choice["token_ids"])
         assert all(len(e["top_logprobs"]) == 2 and e["logprob"] <= 0 for e in entries)
         assert isinstance(choice["message"]["content"], str)
+        # the initial weights (version 0) sampled every token: one span over all of them, vLLM's shape
+        assert choice["weight_versions"] == [{"version": "0", "start": 0, "end": len(choice["token_ids"])}]
 
 
 def test_prompt_ids_are_the_rendered_template(client, model_and_tokenizer):
@@ -62,6 +64,7 @@ def test_token_fields_absent_unless_asked(client):
     body = chat(client).json()
     assert body["prompt_token_ids"] is None
     assert body["choices"][0]["token_ids"] is None and body["choices"][0]["logprobs"] is None
+    assert body["choices"][0]["weight_versions"] is None
 
 
 @pytest.mark.parametrize(

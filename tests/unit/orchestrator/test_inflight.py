@@ -133,3 +133,44 @@ async def test_dynamic_sampling_replaces_groups_without_signal_up_to_the_cap():
     groups.release(*range(3, len(groups.started)))
     got = await capped
     assert got.fresh == [] and len(got.filtered) == 3  # 2 + at most 1 extra, then the step goes on
+
+
+async def test_staleness_is_bounded_by_the_oldest_token_not_the_start():
+    """With per-token versions, a group is as old as its oldest token: one tagged version 0 whose tokens all
+    came from version 2 (it waited in the engine's queue) is fresh for step 4 with lag 1; one whose reply
+    started on version 1 and continued on 3 (an in-flight update) is stale there, though most of it is new."""
+    groups = Groups()
+    oldest = {0: 2, 1: 1}
+    p = GroupPool(groups.launch, lambda: groups.version, 1, 1, oldest=lambda n: oldest.get(n))
+    groups.version = 0
+    task = asyncio.ensure_future(p.collect(step=4, prefetch=False))
+    await settle()
+    groups.release(0)
+    got = await task
+    assert [(g.group, g.policy_version, g.started_version) for g in got.fresh] == [(0, 2, 0)] and got.stale == []
+    task = asyncio.ensure_future(p.collect(step=4, prefetch=False))
+    await settle()
+    groups.version = 3  # the stale group's replacement starts on version 3 (it records no versions: its tag)
+    groups.release(1)
+    await settle()
+    groups.release(2)
+    got = await task
+    assert [(g.group, g.policy_version, g.started_version) for g in got.stale] == [(1, 1, 0)]
+    assert [(g.group, g.policy_version) for g in got.fresh] == [(2, 3)]
+
+
+def test_token_lag_counts_every_token_by_its_own_version():
+    from looprl.envs.types import RolloutResult
+    from looprl.orchestrator.token_versions import oldest_version, token_lag_metrics
+    from looprl.store.records import ModelCall
+
+    def call(versions: list[int] | None, tokens: int) -> ModelCall:
+        return ModelCall(rollout_id="r", idx=0, started_at=0.0, latency_s=0.0, completion_tokens=tokens,
+                         completion_token_ids=[1] * tokens, completion_policy_versions=versions)
+
+    result = RolloutResult.model_construct(rollout_id="r")
+    group = [(result, [call([1, 1, 2, 3], 4), call(None, 2)])]
+    assert oldest_version(group) == 1 and oldest_version([(result, [call(None, 2)])]) is None
+    m = token_lag_metrics(4, [(1, group)])  # step 4 trains version 3; the unlabelled call counts as version 1
+    assert m["token_lag"] == (2 + 2 + 1 + 0 + 2 + 2) / 6 and m["token_lag_max"] == 2
+    assert m["policy_versions_per_reply"] == (3 + 1) / 2

@@ -141,7 +141,6 @@ class Orchestrator:
         groups = [g.group for g in sampled]
         metrics.update(lag_metrics(step, [(g.policy_version, first_request(g.group)) for g in sampled],
                                    self.weights.published_at, self.weights.loaded_at))
-        metrics.update(token_lag_metrics(step, [(g.started_version, g.group) for g in sampled]))
         metrics["groups_dropped"] = float(len(landed.stale))
         metrics["rollouts_dropped"] = float(sum(len(g.group) for g in landed.stale))
         metrics["tokens_dropped"] = float(sum(c.completion_tokens for g in landed.stale for _, calls in g.group
@@ -154,10 +153,10 @@ class Orchestrator:
 
         # 3. training samples from the recorded calls, packed into micro-batches for the trainer
         samples, records, breaks = [], [], 0
-        for group, adv in zip(groups, advantages):
+        for landed_group, group, adv in zip(sampled, groups, advantages):
             for (result, calls), reward, advantage in zip(group, adv.rewards, adv.advantages):
                 if advantage is not None and not adv.skipped:
-                    built = build_samples(result.rollout_id, calls, advantage)
+                    built = build_samples(result.rollout_id, calls, advantage, landed_group.started_version)
                     samples += built
                     breaks += max(0, len(built) - 1)
                     if built:
@@ -165,6 +164,7 @@ class Orchestrator:
                 records.append(self.session.record(result, calls, step, reward, None if adv.skipped else advantage))
         mark_zero_filled(records)  # the batch; dropped groups are in none
         micro_batches = pack(samples, ocfg.token_budget)
+        metrics.update(token_lag_metrics(step, samples, groups))
         dropped = [self.session.record(r, calls, step, self.session.score(r))
                    for g in landed.stale for r, calls in g.group]
         await self.session.write(records + dropped)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from looprl.envs.types import RolloutResult
+from looprl.orchestrator.training_samples import TrainingSample
 from looprl.store.records import ModelCall
 
 GroupCalls = Sequence[tuple[RolloutResult, Sequence[ModelCall]]]
@@ -29,19 +30,14 @@ def oldest_version(group: GroupCalls) -> int | None:
     return min(token_versions(group), default=None)
 
 
-def token_lag_metrics(step: int, groups: Sequence[tuple[int, GroupCalls]]) -> dict[str, float]:
+def token_lag_metrics(step: int, samples: Sequence[TrainingSample],
+                      groups: Sequence[GroupCalls]) -> dict[str, float]:
     """`token_lag` and `token_lag_max`: mean and largest number of optimizer steps between the weights that
-    sampled a completion token and the policy that trains on it (step N trains version N - 1), over the
-    tokens of `groups`, each `(version it started on, group)` (tokens without a recorded version count as
-    sampled by it); `policy_versions_per_reply`: mean number of versions within one model call's reply."""
-    lags: list[int] = []
-    spans: list[int] = []
-    for start, group in groups:
-        for _, calls in group:
-            for call in calls:
-                versions = call.completion_policy_versions or [start] * call.completion_tokens
-                lags += [step - 1 - v for v in versions]
-                if versions:
-                    spans.append(len(set(versions)))
+    sampled a trained token and the policy that trains on it (step N trains version N - 1), over the loss
+    tokens of `samples`; `policy_versions_per_reply`: mean number of versions within one model call's reply
+    over the calls of `groups` that recorded versions (above 1 only with in-flight updates)."""
+    lags = [step - 1 - v for sample in samples for v, loss in zip(sample.policy_versions, sample.loss_mask) if loss]
+    spans = [len(set(call.completion_policy_versions)) for group in groups for _, calls in group for call in calls
+             if call.completion_policy_versions]
     return {"token_lag": sum(lags) / max(len(lags), 1), "token_lag_max": float(max(lags, default=0)),
             "policy_versions_per_reply": sum(spans) / max(len(spans), 1)}

@@ -35,7 +35,12 @@ class TrainingSample(BaseModel):
     loss_mask: list[bool]
     """True for tokens the model generated (completions); False for prompts, tool output, templates."""
     inference_logprobs: list[float]
-    """The engine's logprob of each generated token; 0.0 where `loss_mask` is False."""
+    """The engine's logprob of each generated token; 0.0 where `loss_mask` is False. With in-flight weight
+    updates a reply's tokens come from several policies, each logprob from the weights that sampled its
+    token: exactly the behaviour probability the trainer's importance correction divides by."""
+    policy_versions: list[int] = []
+    """The weights version that sampled each generated token (`ModelCall.completion_policy_versions`, else
+    the version the rollout started on); -1 where `loss_mask` is False."""
     advantage: float
     index: int = 0
     """Its position among its rollout's samples (call order)."""
@@ -45,8 +50,10 @@ class TrainingSample(BaseModel):
         return sum(self.loss_mask)
 
 
-def build_samples(rollout_id: str, calls: Sequence[ModelCall], advantage: float) -> list[TrainingSample]:
-    """The rollout's training samples, in call order."""
+def build_samples(rollout_id: str, calls: Sequence[ModelCall], advantage: float,
+                  version: int = 0) -> list[TrainingSample]:
+    """The rollout's training samples, in call order; `version`: the weights it started on, for calls whose
+    engine named no per-token versions."""
     samples: list[TrainingSample] = []
     current: TrainingSample | None = None
     for call in sorted(calls, key=lambda c: c.idx):
@@ -64,6 +71,8 @@ def build_samples(rollout_id: str, calls: Sequence[ModelCall], advantage: float)
         current.token_ids += new_prompt + completion
         current.loss_mask += [False] * len(new_prompt) + [True] * len(completion)
         current.inference_logprobs += [0.0] * len(new_prompt) + list(call.completion_logprobs or [])
+        versions = call.completion_policy_versions or [version] * len(completion)
+        current.policy_versions += [-1] * len(new_prompt) + list(versions)
     return samples
 
 

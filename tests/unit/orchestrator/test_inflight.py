@@ -159,18 +159,22 @@ async def test_staleness_is_bounded_by_the_oldest_token_not_the_start():
     assert [(g.group, g.policy_version) for g in got.fresh] == [(2, 3)]
 
 
-def test_token_lag_counts_every_token_by_its_own_version():
+def test_token_lag_counts_every_trained_token_by_its_own_version():
     from looprl.envs.types import RolloutResult
     from looprl.orchestrator.token_versions import oldest_version, token_lag_metrics
+    from looprl.orchestrator.training_samples import build_samples
     from looprl.store.records import ModelCall
 
-    def call(versions: list[int] | None, tokens: int) -> ModelCall:
-        return ModelCall(rollout_id="r", idx=0, started_at=0.0, latency_s=0.0, completion_tokens=tokens,
-                         completion_token_ids=[1] * tokens, completion_policy_versions=versions)
+    def call(idx: int, prompt: list[int], versions: list[int] | None, tokens: int) -> ModelCall:
+        return ModelCall(rollout_id="r", idx=idx, started_at=0.0, latency_s=0.0, completion_tokens=tokens,
+                         prompt_token_ids=prompt, completion_token_ids=[7] * tokens,
+                         completion_logprobs=[-0.5] * tokens, completion_policy_versions=versions)
 
+    calls = [call(0, [1, 2], [1, 1, 2, 3], 4), call(1, [1, 2, 7, 7, 7, 7, 9], None, 2)]
     result = RolloutResult.model_construct(rollout_id="r")
-    group = [(result, [call([1, 1, 2, 3], 4), call(None, 2)])]
-    assert oldest_version(group) == 1 and oldest_version([(result, [call(None, 2)])]) is None
-    m = token_lag_metrics(4, [(1, group)])  # step 4 trains version 3; the unlabelled call counts as version 1
+    assert oldest_version([(result, calls)]) == 1 and oldest_version([(result, calls[1:])]) is None
+    [sample] = build_samples("r", calls, 1.0, version=1)  # the unlabelled call counts as version 1 (its start)
+    assert sample.policy_versions == [-1, -1, 1, 1, 2, 3, -1, 1, 1]
+    m = token_lag_metrics(4, [sample], [[(result, calls)]])  # step 4 trains version 3
     assert m["token_lag"] == (2 + 2 + 1 + 0 + 2 + 2) / 6 and m["token_lag_max"] == 2
-    assert m["policy_versions_per_reply"] == (3 + 1) / 2
+    assert m["policy_versions_per_reply"] == 3  # the one call that recorded versions spans three

@@ -55,3 +55,30 @@ def test_unusable_calls_are_left_out():
     first, second = build_samples("r", calls, advantage=1.0)
     assert first.token_ids == [1, 2]
     assert second.token_ids == [1, 2, 3, 4]  # the chain was broken by the failed call
+
+
+def test_a_reply_sampled_by_two_policies_is_corrected_against_each_tokens_own_sampler():
+    """In-flight weight updates: a reply's first tokens come from version 3, the rest from version 4. Each
+    loss token keeps the logprob of the weights that sampled it, through packing, so the rollout correction's
+    ratio is the trainer's probability over the mixed behaviour policy: per token, and at sequence level the
+    product over both versions' tokens."""
+    import math
+
+    import torch
+
+    from looprl.orchestrator.packing import pack
+    from looprl.trainer.loss.correction import tis
+
+    sampled = [-0.1, -0.2, -1.0, -2.0]  # versions 3, 3, 4, 4
+    call = _call(0, [1, 2, 3], [4, 5, 6, 7], sampled).model_copy(update={"completion_policy_versions": [3, 3, 4, 4]})
+    [sample] = build_samples("r", [call], advantage=1.0)
+    assert sample.policy_versions == [-1, -1, -1, 3, 3, 4, 4]
+    [batch] = pack([sample], token_budget=64)
+    engine = torch.tensor([lp for lp, loss in zip(batch.inference_logprobs, batch.loss_mask) if loss])
+    assert engine.tolist() == sampled
+    trainer = torch.tensor([-0.3, -0.3, -0.9, -1.9])  # logp_old of the same tokens
+    token = tis(trainer - engine, torch.zeros(4, dtype=torch.long), cap=100.0)
+    assert torch.allclose(token.weight, torch.exp(trainer - engine))
+    sequence = tis(trainer - engine, torch.zeros(4, dtype=torch.long), cap=100.0, level="sequence")
+    behaviour = sum(sampled)  # log q3(t1) + log q3(t2) + log q4(t3) + log q4(t4)
+    assert math.isclose(float(sequence.weight[0]), math.exp(float(trainer.sum()) - behaviour), rel_tol=1e-5)

@@ -75,7 +75,7 @@ def test_a_reply_sampled_by_two_policies_is_corrected_against_each_tokens_own_sa
     assert sample.policy_versions == [-1, -1, -1, 3, 3, 4, 4]
     [batch] = pack([sample], token_budget=64)
     engine = torch.tensor([lp for lp, loss in zip(batch.inference_logprobs, batch.loss_mask) if loss])
-    assert engine.tolist() == sampled
+    assert torch.allclose(engine, torch.tensor(sampled))
     trainer = torch.tensor([-0.3, -0.3, -0.9, -1.9])  # logp_old of the same tokens
     token = tis(trainer - engine, torch.zeros(4, dtype=torch.long), cap=100.0)
     assert torch.allclose(token.weight, torch.exp(trainer - engine))

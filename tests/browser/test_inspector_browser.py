@@ -328,3 +328,28 @@ def test_a_run_being_written_updates_without_a_reload(page, base_url):
     writer.close()
     expect(rows(page)).to_have_count(3, timeout=15_000)
     expect(page.locator(".tab.active .tab-count")).to_have_text("3")
+
+
+def test_token_view_bands_a_reply_by_policy_version(browser, tmp_path):
+    """In-flight weight updates: one reply sampled by policies 12, 13 and 14 shows a labelled band per
+    version, and the rollout header says which policies sampled it."""
+    import sqlite3
+
+    run = build_store(tmp_path / "toy-run")
+    with sqlite3.connect(run / "looprl.db") as db:
+        db.execute("UPDATE model_calls SET completion_token_ids=?, completion_logprobs=?, completion_policy_versions=? "
+                   "WHERE rollout_id='train-0-0' AND idx=0",
+                   ("[5, 6, 7, 8]", "[-1.0, -2.0, -0.5, -0.1]", "[12, 12, 13, 14]"))
+    expect = sync_api.expect
+    for url in serve([run]):
+        context, page = new_page(browser, url)
+        page.goto("/runs/toy-run/rollouts/train-0-0#tokens")
+        expect(page.locator(".meta-item", has_text="Weights").locator("dd")).to_have_text("sampled by policies 12-14")
+        bands = page.locator(".token-call[data-call='0'] .version-band")
+        expect(bands).to_have_count(3)
+        expect(bands.locator(".version-label")).to_have_text(["policy 12", "policy 13", "policy 14"])
+        expect(bands.first.locator(".tok")).to_have_count(2)
+        expect(page.locator(".token-call[data-call='0'] [data-part=policies]")).to_have_text("sampled by policies 12-14")
+        assert "sampled by policy 13" in bands.nth(1).locator(".tok").first.get_attribute("title")
+        shot(page, "tokens-policy-versions")
+        context.close()

@@ -71,6 +71,9 @@ class CallTokens(BaseModel):
     """Each token decoded on its own with the run model's tokenizer; None when no tokenizer is at hand."""
     logprobs: list[float] | None = None
     """The sampler's logprob of each token."""
+    policy_versions: list[int] | None = None
+    """The weights version (trainer step) that sampled each token; several within one reply when an in-flight
+    weight update landed while it generated (`orchestrator.in_flight_updates`)."""
     trainer_logprobs: list[float] | None = None
     """The trainer's logprob of each token, when the store holds them (`model_calls.trainer_logprobs`)."""
     correction_weights: list[float] | None = None

@@ -102,15 +102,18 @@ def reward_histogram(conn: sqlite3.Connection, run_id: str, split: str,
 
 
 def model_call_tokens(conn: sqlite3.Connection, rollout_id: str) -> list[dict[str, Any]]:
-    """Each model call's index, status, finish reason, token ids, sampler and trainer logprobs (None if not stored)."""
+    """Each model call's index, status, finish reason, token ids, sampler and trainer logprobs and the policy
+    version of each token (None if not stored)."""
     rows = conn.execute(
         "SELECT idx, status, finish_reason, prompt_token_ids IS NOT NULL, completion_token_ids, completion_logprobs, "
-        "trainer_logprobs FROM model_calls WHERE rollout_id=? ORDER BY idx", (rollout_id,)).fetchall()
-    keys = ("idx", "status", "finish_reason", "has_prompt_ids", "token_ids", "logprobs", "trainer_logprobs")
+        "trainer_logprobs, completion_policy_versions FROM model_calls WHERE rollout_id=? ORDER BY idx",
+        (rollout_id,)).fetchall()
+    keys = ("idx", "status", "finish_reason", "has_prompt_ids", "token_ids", "logprobs", "trainer_logprobs",
+            "policy_versions")
     out = []
     for row in rows:
         call = dict(zip(keys, row))
-        for key in ("token_ids", "logprobs", "trainer_logprobs"):
+        for key in ("token_ids", "logprobs", "trainer_logprobs", "policy_versions"):
             call[key] = None if call[key] is None else json.loads(call[key])
         out.append(call)
     return out

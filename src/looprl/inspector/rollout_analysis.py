@@ -77,8 +77,8 @@ def baseline(row: dict[str, Any], members: list[tuple[str, str, float | None, fl
 
 @router.get("/runs/{run_id}/rollouts/{rollout_id}/tokens", response_model=TokenView)
 def tokens(rollout_id: str, ref: RunRef = Depends(run_ref), dec: TokenDecoder = Depends(decoder)) -> TokenView:
-    """Every model call's completion tokens and sampler logprobs, whether the loss trained on them, and the
-    trainer's logprobs when the store holds them."""
+    """Every model call's completion tokens, sampler logprobs and the policy version that sampled each,
+    whether the loss trained on them, and the trainer's logprobs when the store holds them."""
     with ref.source.connection() as conn:
         row = head(conn, ref, rollout_id)
         kind, model, config = queries.run_config(conn, ref.run_id)
@@ -93,7 +93,8 @@ def tokens(rollout_id: str, ref: RunRef = Depends(run_ref), dec: TokenDecoder = 
                          completion_logprobs=c["logprobs"])
         out.append(CallTokens(idx=c["idx"], status=c["status"], finish_reason=c["finish_reason"],
                               token_ids=c["token_ids"] or [], texts=texts[k] if texts else None, logprobs=c["logprobs"],
-                              trainer_logprobs=c["trainer_logprobs"], trained=trained and call.trainable,
+                              policy_versions=c["policy_versions"], trainer_logprobs=c["trainer_logprobs"],
+                              trained=trained and call.trainable,
                               correction_weights=correction_weights(correction, c["trainer_logprobs"], c["logprobs"])))
     return TokenView(tokenizer=source, trained=trained, why=why, calls=out,
                      trainer_logprobs_recorded=any(c.trainer_logprobs is not None for c in out))

@@ -61,9 +61,12 @@ class GroupPool(Generic[T]):
     """Starts groups through `launch`, tags them with `version()`, hands them to steps as they finish."""
 
     def __init__(self, launch: Callable[[], Awaitable[T]], version: Callable[[], int], groups_per_step: int,
-                 max_off_policy_steps: int, oldest: Callable[[T], int | None] = lambda group: None) -> None:
-        """`oldest`: the oldest version that sampled a landed group's tokens (None: not known, its tag counts)."""
-        self.launch, self.version, self.oldest = launch, version, oldest
+                 max_off_policy_steps: int, oldest: Callable[[T], int | None] = lambda group: None,
+                 poll_s: float | None = None) -> None:
+        """`oldest`: the oldest version that sampled a landed group's tokens (None: not known, its tag counts).
+        `poll_s`: also run `collect`'s `before_top_up` this often while no group lands (in-flight weight
+        updates: new weights load under the running groups, not only when one finishes)."""
+        self.launch, self.version, self.oldest, self.poll_s = launch, version, oldest, poll_s
         self.groups_per_step, self.max_lag = groups_per_step, max_off_policy_steps
         self.tasks: dict[asyncio.Task[T], int] = {}
 
@@ -87,7 +90,7 @@ class GroupPool(Generic[T]):
             if before_top_up is not None:
                 await before_top_up()
             self._top_up(step, len(out.fresh), prefetch)
-            done, _ = await asyncio.wait(self.tasks, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(self.tasks, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
             for task in sorted(done, key=self._order):
                 if len(out.fresh) == self.groups_per_step or len(out.fresh) + len(out.filtered) == budget:
                     break  # finished early: it waits in the pool for the next step

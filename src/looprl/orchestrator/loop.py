@@ -40,7 +40,7 @@ from typing import Any
 from looprl.config import RLConfig
 from looprl.gateway.app import Gateway
 from looprl.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
-from looprl.handoff.files import write_atomic
+from looprl.handoff.files import POLL_S, write_atomic
 from looprl.orchestrator.example_order import ExampleOrder
 from looprl.orchestrator.inflight import GroupPool
 from looprl.orchestrator.packing import pack
@@ -96,7 +96,8 @@ class Orchestrator:
                 pool: GroupPool[Group] = GroupPool(
                     lambda: session.roll_out(order.next(), "train", cfg.orchestrator.group_size),
                     lambda: self.weights.version, cfg.orchestrator.groups_per_step,
-                    cfg.orchestrator.off_policy_steps, oldest_version)
+                    cfg.orchestrator.off_policy_steps, oldest_version,
+                    poll_s=POLL_S if cfg.orchestrator.in_flight_updates else None)
                 try:
                     for step in range(resume_step + 1, cfg.max_steps + 1):
                         await self.step(step, order, pool)

@@ -95,3 +95,15 @@ def test_run_page_metrics_replay_the_stopped_exploring_warning(run_dir):
 
 def test_no_exploration_warning_without_group_counts(client):
     assert client.get(f"{API}/metrics").json()["exploration"] == []
+
+
+def test_tokens_carry_the_policy_version_of_each_token(run_dir):
+    """A reply that an in-flight weight update split: the token view and the rollout name each token's version."""
+    with sqlite3.connect(run_dir / "looprl.db") as db:
+        db.execute("UPDATE model_calls SET completion_token_ids=?, completion_logprobs=?, completion_policy_versions=? "
+                   "WHERE rollout_id='train-0-0' AND idx=0", ("[5, 6, 7]", "[-1.0, -2.0, -0.5]", "[12, 13, 14]"))
+    with TestClient(create_app([run_dir]), base_url="http://127.0.0.1:8765") as c:
+        calls = c.get(f"{API}/rollouts/train-0-0/tokens").json()["calls"]
+        detail = c.get(f"{API}/rollouts/train-0-0").json()
+    assert [call["policy_versions"] for call in calls] == [[12, 13, 14], None]
+    assert [call["completion_policy_versions"] for call in detail["model_calls"]] == [[12, 13, 14], None]

@@ -8,7 +8,7 @@ import { body, clear, crumbs, errorBox, getJSON, h, num, reasonBadge, rolloutUrl
 import { renderMessages } from "./messages.js";
 import { renderLogs } from "./logs.js";
 import { rewardCard } from "./arithmetic.js";
-import { renderTokens } from "./tokens.js";
+import { policiesText, renderTokens } from "./tokens.js";
 import { fetchRollout, renderCompare } from "./compare.js";
 import { historyCard } from "./history.js";
 
@@ -29,6 +29,7 @@ function go(id) { if (id) location.href = rolloutUrl(run, id, nav) + location.ha
 // --- header -------------------------------------------------------------------------------------------
 
 function head(d) {
+  const versions = d.model_calls.flatMap((c) => c.completion_policy_versions || []);
   const navBtn = (id, label, key) => h("a", { class: `btn${id ? "" : " disabled"}`, href: id ? rolloutUrl(run, id, nav) : null,
     "aria-disabled": id ? null : "true", title: id ? `${label} (${key})` : "none in this list", dataset: { nav: label.toLowerCase() } }, label === "Previous" ? "‹ Previous" : "Next ›", h("kbd", { text: key }));
   return h("div", { class: "rollout-head" },
@@ -40,7 +41,8 @@ function head(d) {
       navBtn(d.prev_id, "Previous", "←"), navBtn(d.next_id, "Next", "→")),
     h("dl", { class: "meta" }, [["Step", num(d.step)], ["Example", d.example_id], ["Group", d.group_id], ["Env", d.env_name],
       ["Started", when(d.started_at)], ["Duration", seconds(d.duration_s)], ["Turns", num(d.turns)], ["Tool calls", num(d.tool_calls)],
-      ["Tokens", `${num(d.prompt_tokens)} → ${num(d.completion_tokens)}`]]
+      ["Tokens", `${num(d.prompt_tokens)} → ${num(d.completion_tokens)}`],
+      ...(versions.length ? [["Weights", policiesText(versions)]] : [])]
       .map(([k, v]) => h("div", { class: "meta-item" }, h("dt", { text: k }), h("dd", { text: v, title: v })))));
 }
 

@@ -2,7 +2,8 @@
 
 A table of rollouts, or with `--rollout` one rollout's transcript: role-labelled messages, tool calls
 and tool results set apart, then the reward breakdown, termination reason and error. `--json` prints
-one object per rollout (the same fields either way). Model and env text goes through
+one object per rollout (the same fields either way), with `policy_versions`: per model call, the weights
+version that sampled each completion token (null where the engine named none). Model and env text goes through
 `looprl.utils.terminal`, so what a rollout contains cannot drive the terminal.
 """
 
@@ -54,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
                                        RolloutFilter(split=args.split, step=args.step, limit=args.limit))
     if args.json:
         for r in rows:
-            print(json.dumps(r.model_dump(include=set(JSON_FIELDS)), ensure_ascii=False))
+            calls = r.model_calls or reader.model_calls(r.rollout_id)  # a listing reads no calls
+            row = r.model_dump(include=set(JSON_FIELDS)) | {
+                "policy_versions": [c.completion_policy_versions for c in calls]}
+            print(json.dumps(row, ensure_ascii=False))
         return 0
     if args.rollout:
         transcript(Console(highlight=False, soft_wrap=True), rows[0])

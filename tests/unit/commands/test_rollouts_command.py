@@ -41,3 +41,15 @@ def test_json_of_one_rollout_is_unchanged(run_dir, capsys):
     row = json.loads(line)
     assert row["rollout_id"] == "train-0-0" and row["rewards"] == {"correct": 1.0, "format": 0.5}
     assert len(row["messages"]) == 5
+
+
+def test_json_carries_the_policy_version_of_each_token(run_dir, capsys):
+    import sqlite3
+
+    with sqlite3.connect(run_dir / "looprl.db") as db:
+        db.execute("UPDATE model_calls SET completion_policy_versions='[12, 12, 13]' WHERE rollout_id='train-0-0' "
+                   "AND idx=0")
+    for args in (("--rollout", "train-0-0"), ("--step", "0", "--split", "train")):
+        lines = [json.loads(line) for line in rollouts(capsys, str(run_dir), *args, "--json").splitlines()]
+        row = next(r for r in lines if r["rollout_id"] == "train-0-0")
+        assert row["policy_versions"] == [[12, 12, 13], None]

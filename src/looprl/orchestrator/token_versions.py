@@ -35,9 +35,10 @@ def token_lag_metrics(step: int, samples: Sequence[TrainingSample],
     """`token_lag` and `token_lag_max`: mean and largest number of optimizer steps between the weights that
     sampled a trained token and the policy that trains on it (step N trains version N - 1), over the loss
     tokens of `samples`; `policy_versions_per_reply`: mean number of versions within one model call's reply
-    over the calls of `groups` that recorded versions (above 1 only with in-flight updates)."""
+    over the calls of `groups` that recorded versions (above 1 only with in-flight updates). Each is left out
+    when nothing was there to measure (no trained token, no call with versions)."""
     lags = [step - 1 - v for sample in samples for v, loss in zip(sample.policy_versions, sample.loss_mask) if loss]
     spans = [len(set(call.completion_policy_versions)) for group in groups for _, calls in group for call in calls
              if call.completion_policy_versions]
-    return {"token_lag": sum(lags) / max(len(lags), 1), "token_lag_max": float(max(lags, default=0)),
-            "policy_versions_per_reply": sum(spans) / max(len(spans), 1)}
+    out = {"token_lag": sum(lags) / len(lags), "token_lag_max": float(max(lags))} if lags else {}
+    return out | ({"policy_versions_per_reply": sum(spans) / len(spans)} if spans else {})

@@ -35,6 +35,11 @@ class FakeEngine:
     async def collective_rpc(self, method: str, args: tuple) -> None:
         self.loaded.append(args[0])
 
+    async def update_weight_version(self, version: str) -> None: ...
+
+    async def generate(self, *args, **kwargs):  # the chat route's engine call, which `routes` wraps
+        yield SimpleNamespace(request_id="none", outputs=[])
+
 
 async def ok(request):
     return JSONResponse({"ok": True})

@@ -71,7 +71,7 @@ def cell(values: list[float | None]) -> str:
     if not known:
         return "—"
     text = f"{statistics.median(known):.3g} [{min(known):.3g}, {max(known):.3g}]"
-    return text + (f" ({len(values) - len(known)} never)" if len(known) < len(values) else "")
+    return text + (f" ({len(values) - len(known)} none)" if len(known) < len(values) else "")
 
 
 def summarize(results: list[dict[str, Any]]) -> str:

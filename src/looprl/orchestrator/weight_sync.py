@@ -4,8 +4,9 @@ The trainer writes `broadcasts/step_N/` and then its `STABLE` marker (`looprl.ha
 finds the newest stable broadcast beyond the engine's version and asks the engine to load it
 (`POST /update_weights`, which swaps weights between decoding steps once the requests in flight have
 finished, so no completion mixes two versions; with `in_flight` (`orchestrator.in_flight_updates`) at
-once, the running requests continuing on the new weights, each token recording its version). `wait_for(v)` blocks until the engine runs version `v` or newer: that is how the
-orchestrator bounds off-policy lag.
+once, the running requests continuing on the new weights, each token recording its version).
+`wait_for(v)` blocks until the engine runs version `v` or newer: that is how the orchestrator bounds
+off-policy lag.
 
 Each broadcast is a full copy of the weights. Once the engine has answered that it runs step N, every
 older broadcast is removed (the engine holds N in memory, nothing reads the older ones), and with N the
@@ -31,10 +32,10 @@ being changed), `sync()` raises instead of letting the run wait forever.
 
 An update takes as long as the engine needs to reach a point where it may swap the weights: without
 `in_flight` the embedded engine and vLLM (`pause_generation(mode="wait")`) both let the requests in flight
-finish first, and an agentic rollout's request may run for many minutes. So the request has no read timeout, only a connect
-timeout; instead the engine's liveness is checked while it waits: every LIVENESS_INTERVAL_S its `/health`
-must answer within LIVENESS_TIMEOUT_S, and after LIVENESS_FAILURES misses in a row the update fails with
-`EngineUnresponsive`, naming the engine, instead of waiting on a dead one forever.
+finish first, and an agentic rollout's request may run for many minutes. So the request has no read
+timeout, only a connect timeout; instead the engine's liveness is checked while it waits: every
+LIVENESS_INTERVAL_S its `/health` must answer within LIVENESS_TIMEOUT_S, and after LIVENESS_FAILURES misses
+in a row the update fails with `EngineUnresponsive`, naming the engine, instead of waiting on a dead one forever.
 
 `published_at` and `loaded_at` keep, per version, when its broadcast became stable and when the
 engine had loaded it (epoch seconds): the step metrics time the weight handoff with them.

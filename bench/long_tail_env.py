@@ -29,6 +29,7 @@ _NUMBER = re.compile(r"-?\d+")
 class LongTailEnv(Environment):
     LONG_EVERY = 10
     """One example in this many is a long story."""
+    LONG_TOKENS = LONG_TOKENS
 
     async def create_dataset(self, split: DatasetSplit, base_dir: Path, *, max_examples: int | None = None) -> Dataset:
         pairs = [(a, b) for a in range(10) for b in range(10)]
@@ -40,7 +41,7 @@ class LongTailEnv(Environment):
         if i % self.LONG_EVERY == 0:
             topic = TOPICS[(i // self.LONG_EVERY) % len(TOPICS)]
             return {"prompt_messages": [{"role": "user", "content": f"Tell me a long story about a {topic}."}],
-                    "kind": "story", "max_tokens": LONG_TOKENS}
+                    "kind": "story", "max_tokens": self.LONG_TOKENS}
         return {"prompt_messages": [{"role": "system", "content": "Reply with just the number."},
                                     {"role": "user", "content": f"What is {a} + {b}?"}],
                 "kind": "sum", "answer": a + b, "max_tokens": SHORT_TOKENS}
@@ -80,6 +81,8 @@ def score(reply: str, args: dict[str, object]) -> dict[str, float]:
 
 
 class HalfLongEnv(LongTailEnv):
-    """Every other example long: the tests' version, so that some reply is running when weights change."""
+    """Every other example long, and longer: the tests' version, so that some reply is still running when the
+    trainer's next weights arrive (the run's `max_tokens` must allow `LONG_TOKENS`)."""
 
     LONG_EVERY = 2
+    LONG_TOKENS = 256

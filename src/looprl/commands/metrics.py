@@ -5,8 +5,10 @@ rate, loss, entropy, mismatch KL, grad norm, skipped and dropped groups, generat
 time); `--all` lists every metric the steps recorded, one row per metric with the steps as columns,
 in as many chunks of steps as the width needs. A step that did not train (every group skipped: the
 trainer got no samples) shows `–` for the trainer's loss-side metrics instead of its zeros, and
-counts print as integers. `--json` prints the stored object of each step unchanged (`step`,
-`reward`, `reward/<component>`, `train/loss`, ...; names in `looprl.orchestrator.step_metrics`).
+counts print as integers. Below the table, a line per epoch says what the prompt ledger holds of it
+(`epoch 2: 312/500 examples trained, 4 dropped stale, 11 filtered, 2 failed`; `looprl.store.ledger`).
+`--json` prints the stored object of each step unchanged (`step`, `reward`, `reward/<component>`,
+`train/loss`, ...; names in `looprl.orchestrator.step_metrics`).
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ def fmt(name: str, v: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from looprl.store.ledger import coverage
     from looprl.store.reader import RunStoreReader
 
     reader = RunStoreReader(args.run_dir)
@@ -102,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
         long_listing(console, steps)
     else:
         console.print(table(steps))
+    for epoch in coverage(reader.ledger(run_info.run_id)):
+        console.print(markup_safe(epoch.line(), lines=False), soft_wrap=True)
     return 0
 
 

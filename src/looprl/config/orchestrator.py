@@ -8,6 +8,8 @@ Pydantic only, no torch: the launcher validates the whole config before any proc
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from looprl.config.base import Strict
@@ -80,6 +82,20 @@ class OrchestratorConfig(Strict):
     error, because an env may emit a component only on some rollouts (`session.rewards`)."""
     include_failed: bool = False
     """Train on failed rollouts as reward 0 (default: keep them in the store, out of the loss)."""
+    failed_group: Literal["train_rest", "drop"] = "train_rest"
+    """A group with a failed rollout (an operational failure: `env_error`, `timeout`, ...): `train_rest`
+    trains its other rollouts, with the group's baseline over them (the failed one out of the loss, or
+    reward 0 with `include_failed`); `drop` leaves the whole group out (stored, counted in `groups_failed`,
+    `failed` in the prompt ledger), as prime-rl does. `train_rest` is the default because most failures
+    are the infrastructure's (a sandbox down, a worker killed) and say nothing about the reply, so the
+    siblings' signal is sound and their generation is not wasted; choose `drop` when failures depend on
+    what the model did (its tool calls crash the tool, its long loops time out): training the survivors
+    then favours the replies that did not fail. A group whose rollouts all failed is out either way."""
+    max_consecutive_failures: int | None = Field(50, ge=1)
+    """Halt the run when this many rollouts in a row (train and eval, in the order they finished) end in
+    an operational failure: an env or sandbox that stopped working, not one bad example (which fails
+    only its own group). The error names the last failures and where their tracebacks are. None: never
+    halt. The default, 50, is more than six groups of the default `group_size` failing whole in a row."""
     normalize_std: bool = True
     """Divide group advantages by the group's reward std (GRPO, and TRL's default). On a task where
     successes are rare it weighs the one right reply of a group far above the usual spread: on
@@ -108,6 +124,13 @@ class OrchestratorConfig(Strict):
     def _whole_groups(self) -> OrchestratorConfig:
         if self.batch_size % self.group_size:
             raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of group_size ({self.group_size})")
+        return self
+
+    @model_validator(mode="after")
+    def _failed_rollouts_rule(self) -> OrchestratorConfig:
+        if self.include_failed and self.failed_group == "drop":
+            raise ValueError("include_failed = true trains failed rollouts as reward 0, failed_group = 'drop' "
+                             "leaves their groups out: choose one")
         return self
 
     @property

@@ -114,6 +114,25 @@ class ExplorationWarning(BaseModel):
     """A rollout of that step whose group had no signal, to look at."""
 
 
+class EpochCoverage(BaseModel):
+    """What became of one epoch's training examples, from the prompt ledger (`looprl.store.ledger`)."""
+
+    epoch: int
+    """1 = the first pass over the train split."""
+    size: int
+    """Examples in the split."""
+    outcomes: dict[str, int]
+    """Examples per outcome of their live draw: trained, skipped, filtered, stale, failed, in_flight, cancelled."""
+    retrained: int
+    """Examples trained in a draw a resume undid (its weights were lost), and trained again after it."""
+    redrawn: int
+    """Examples drawn again after a resume undid a draw that had not trained."""
+    resumed_from: list[int]
+    """Checkpoint steps of the resumes that undid draws of the epoch."""
+    line: str
+    """The same in words, as `looprl metrics` prints it."""
+
+
 class RunMetrics(BaseModel):
     """Plots of the run page: step metrics plus per-split statistics of the rollouts."""
 
@@ -123,3 +142,5 @@ class RunMetrics(BaseModel):
     splits: dict[str, SplitStats]
     exploration: list[ExplorationWarning] = []
     """When the policy stopped exploring (`session.collapse`, replayed over the stored steps)."""
+    coverage: list[EpochCoverage] = []
+    """Per epoch of an rl run: what became of its examples (empty for runs without a prompt ledger)."""

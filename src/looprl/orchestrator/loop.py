@@ -12,7 +12,8 @@ For each step N (from 1):
    gateway records every model call with its token ids and logprobs.
 4. Rewards -> advantages: components weighted into a total (zero-filled across the batch), reward
    minus the group's mean, divided by the group's std with `normalize_std` (the default); failed
-   rollouts stay out of the loss unless `include_failed`; groups with no non-zero advantage are
+   rollouts stay out of the loss unless `include_failed`, and a group with one trains the rest unless
+   `failed_group = "drop"` (a group whose rollouts all failed is out); groups with no non-zero advantage are
    skipped and counted (`no_signal_frac`; most groups so for several steps in a row: a warning,
    `session.collapse`). With `dynamic_sampling` such groups are replaced by new ones in step 3, up to
    `max_extra_groups` per step (`groups_sampled`, `groups_kept`).
@@ -25,8 +26,11 @@ For each step N (from 1):
 
 Env servers, gateway, store writer and reward totals are the run's `RolloutSession`
 (`looprl.session`); env code runs in env server worker processes, never on this process's event loop.
-A checkpoint saves the example order's position after the last example started, so groups still in
-flight when a run stops are not replayed on `--resume`.
+Every example drawn is in the prompt ledger (`orchestrator.ledger`) from the moment its group starts,
+and settled (trained, skipped, filtered, stale, failed) with the step's rollouts, before the batch: a
+`--resume` from checkpoint K goes on from the ledger, drawing again what was in flight or settled after
+K. Failures: `failed_group` decides whether a group with a failed rollout trains the rest (step 4),
+and `max_consecutive_failures` failed rollouts in a row stop the run (`orchestrator.failure_streak`).
 """
 
 from __future__ import annotations
@@ -42,7 +46,9 @@ from looprl.gateway.app import Gateway
 from looprl.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
 from looprl.handoff.files import write_atomic
 from looprl.orchestrator.example_order import ExampleOrder
+from looprl.orchestrator.failure_streak import FailureStreak
 from looprl.orchestrator.inflight import GroupPool
+from looprl.orchestrator.ledger import PromptLedger, outcome, resume_order
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.step_metrics import first_request, lag_metrics, rollout_metrics, summary_line
 from looprl.orchestrator.training_samples import build_samples, loss_calls, per_call
@@ -83,6 +89,8 @@ class Orchestrator:
         """`[log.trackers]`: each stored step's metrics go to them too (started when the run starts)."""
         self.exploration = ExplorationWatch()
         """Warns when most groups carried no signal for several steps in a row (`session.collapse`)."""
+        self.failures = FailureStreak(cfg.orchestrator.max_consecutive_failures)
+        self.ledger: PromptLedger | None = None
 
     async def run(self, resume_step: int) -> None:
         cfg, session = self.cfg, self.session
@@ -92,16 +100,18 @@ class Orchestrator:
                     open_trackers, cfg.log.trackers,
                     TrackedRun(self.run_dir.resolve().name, self.run_dir, session.run_id, cfg.model_dump(mode="json")))
                 order = await self._example_order(resume_step)
-                pool: GroupPool[Group] = GroupPool(
-                    lambda: session.roll_out(order.next(), "train", cfg.orchestrator.group_size),
-                    lambda: self.weights.version, cfg.orchestrator.groups_per_step,
-                    cfg.orchestrator.off_policy_steps)
+                assert session.writer is not None
+                self.ledger = PromptLedger(session.writer, session.run_id, order)
+                pool: GroupPool[Group] = GroupPool(self.launch_group, lambda: self.weights.version,
+                                                   cfg.orchestrator.groups_per_step, cfg.orchestrator.off_policy_steps)
+                step = resume_step
                 try:
                     for step in range(resume_step + 1, cfg.max_steps + 1):
                         await self.step(step, order, pool)
                         self.flush_reports()
                 finally:
                     await pool.cancel()
+                    await self.ledger.cancel(f"the run stopped during step {step} while its group generated")
                 await self.finish()
         finally:
             self.trackers.finish()
@@ -117,9 +127,24 @@ class Orchestrator:
             self.recover_steps(resume_step)
             state = json.loads(progress_path(self.run_dir, resume_step).read_text()).get("sampler")
             await self.weights.wait_for(resume_step)  # the trainer broadcasts its restored weights
-            get_logger().info("resumed after step {}: engine on weights version {}, example order at {}", resume_step,
-                              self.weights.version, state)
-        return ExampleOrder(dataset, cfg.seed, state)
+        reader = RunStoreReader(self.run_dir)
+        try:
+            entries = reader.ledger(session.run_id)
+        finally:
+            reader.close()
+        order = resume_order(dataset, cfg.seed, entries, state)
+        if resume_step:
+            undone = sum(e.undone_at == resume_step for e in entries)
+            get_logger().info("resumed after step {}: engine on weights version {}, example order at {} (epoch {}), "
+                              "{} draws after the checkpoint undone and drawn again", resume_step, self.weights.version,
+                              order.position, order.epoch + 1, undone)
+        return order
+
+    async def launch_group(self) -> Group:
+        """Draw the next example (recorded in the prompt ledger) and roll out its group."""
+        assert self.ledger is not None
+        draw, group_id = await self.ledger.draw()
+        return await self.session.roll_out(draw.example, "train", self.cfg.orchestrator.group_size, group_id)
 
     async def step(self, step: int, order: ExampleOrder, pool: GroupPool[Group]) -> None:
         cfg, ocfg = self.cfg, self.cfg.orchestrator
@@ -149,26 +174,37 @@ class Orchestrator:
         advantages = batch_advantages(results, ocfg)
 
         # 3. training samples from the recorded calls, packed into micro-batches for the trainer
-        samples, records, breaks = [], [], 0
-        for group, adv in zip(groups, advantages):
+        samples, records, breaks, outcomes = [], [], 0, []
+        for i, (group, adv) in enumerate(zip(groups, advantages)):
+            trained = False
             for (result, calls), reward, advantage in zip(group, adv.rewards, adv.advantages):
                 if advantage is not None and not adv.skipped:
                     built = build_samples(result.rollout_id, calls, advantage)
                     samples += built
                     breaks += max(0, len(built) - 1)
                     if built:
+                        trained = True
                         self.loss_calls[result.rollout_id] = loss_calls(calls)
                 records.append(self.session.record(result, calls, step, reward, None if adv.skipped else advantage))
+            what, why = outcome(adv, [r for r, _ in group], trained, filtered=i >= len(landed.fresh))
+            outcomes.append((group[0][0].group_id, what, why))
         mark_zero_filled(records)  # the batch; dropped groups are in none
         micro_batches = pack(samples, ocfg.token_budget)
         dropped = [self.session.record(r, calls, step, self.session.score(r))
                    for g in landed.stale for r, calls in g.group]
+        outcomes += [(g.group[0][0].group_id, "stale", f"started on weights {g.policy_version}, "
+                      f"more than {ocfg.off_policy_steps} behind step {step}") for g in landed.stale]
         await self.session.write(records + dropped)
+        assert self.ledger is not None
+        await self.ledger.settle(step, outcomes)
+        if self.failures.observe([r for g in sampled + landed.stale for r, _ in g.group]):
+            raise self.failures.error(self.run_dir, self.session.env_name)
 
         metrics.update(rollout_metrics(records, ocfg.reward_weights))
-        metrics["groups_skipped"] = float(sum(a.skipped for a in advantages))
+        metrics["groups_skipped"] = float(sum(a.skipped and not a.failed for a in advantages))
+        metrics["groups_failed"] = float(sum(a.failed for a in advantages))
         metrics["groups_sampled"] = float(len(groups))
-        metrics["groups_kept"] = metrics["groups_sampled"] - metrics["groups_skipped"]
+        metrics["groups_kept"] = metrics["groups_sampled"] - metrics["groups_skipped"] - metrics["groups_failed"]
         metrics["no_signal_frac"] = metrics["groups_skipped"] / max(len(groups), 1)
         solved = self.exploration.solved(advantages)
         metrics["groups_solved"] = float(solved)
@@ -203,6 +239,8 @@ class Orchestrator:
         records = [session.record(r, calls, step, session.score(r)) for group in groups for r, calls in group]
         mark_zero_filled(records)
         await session.write(records)
+        if self.failures.observe([r for group in groups for r, _ in group]):
+            raise self.failures.error(self.run_dir, session.env_name)
         stats = rollout_metrics(records, session.reward_weights)
         keep = [k for k in stats if k.startswith("reward") or k == "pass_rate" or k == "completion_len"]
         return {f"eval/{k}": stats[k] for k in keep} | {"eval/policy_version": float(self.weights.version)}

@@ -84,10 +84,11 @@ class RolloutSession:
         dataset = await self.host.create_dataset(split, self.base_dir, max_examples)
         return list(dataset)[:max_examples]
 
-    async def roll_out(self, example: Example, split: DatasetSplit, size: int) -> Group:
-        """`size` sibling rollouts of `example`, each with its recorded model calls."""
+    async def roll_out(self, example: Example, split: DatasetSplit, size: int, group_id: str | None = None) -> Group:
+        """`size` sibling rollouts of `example`, each with its recorded model calls (`group_id`: the group's id
+        when the caller chose it)."""
         return await rollout_group(self.host, self.gateway, self._url_template, example, split, size,
-                                   self.gateway.model, self.timeout_s)
+                                   self.gateway.model, self.timeout_s, group_id)
 
     def score(self, result: RolloutResult) -> float | None:
         """The rollout's total reward with the run's `reward_weights`; None for a failed rollout."""

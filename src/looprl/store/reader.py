@@ -18,6 +18,7 @@ from typing import Any, Literal
 from looprl.envs.types import LogRecordData
 from looprl.errors import UserError
 from looprl.paths import db_path
+from looprl.store.ledger import LedgerEntry
 from looprl.store.migrations import check_known, upgrade_file, user_version
 from looprl.store.records import ModelCall, RolloutRecord, RunInfo
 from looprl.store.schema import ROLLOUT_COLUMNS
@@ -95,6 +96,13 @@ class RunStoreReader:
         rows = self._conn.execute(
             "SELECT step, time, metrics FROM steps WHERE run_id=? ORDER BY step", (run_id,)).fetchall()
         return [{"step": r["step"], "time": r["time"], **json.loads(r["metrics"])} for r in rows]
+
+    def ledger(self, run_id: str) -> list[LedgerEntry]:
+        """The prompt ledger's rows of the run (undone ones included), in epoch and position order."""
+        rows = self._conn.execute(
+            "SELECT group_id, epoch, position, example_id, epoch_size, drawn_at, outcome, step, reason, undone_at "
+            "FROM ledger WHERE run_id=? ORDER BY epoch, position, drawn_at", (run_id,)).fetchall()
+        return [LedgerEntry(**dict(r)) for r in rows]
 
     # rollouts --------------------------------------------------------------------------------
 

@@ -11,8 +11,11 @@ from tests.support.scripted_server import ScriptedServer
 
 from looprl.commands.eval.run import EvalRunConfig, run_eval
 from looprl.config import EnvRuntimeConfig, RLConfig
-from looprl.envs.types import RolloutResult
+from looprl.envs.types import Example, RolloutResult
+from looprl.orchestrator.example_order import ExampleOrder
+from looprl.orchestrator.failure_streak import FailureStreak
 from looprl.orchestrator.inflight import Collected, Landed
+from looprl.orchestrator.ledger import PromptLedger
 from looprl.orchestrator.loop import Orchestrator
 from looprl.session import RolloutSession
 from looprl.session.collapse import ExplorationWatch
@@ -83,6 +86,9 @@ def step_only(tmp_path: Path, **orchestrator) -> Orchestrator:
     orch.session.run_id, orch.session.env_name, orch.session.reward_weights = "run", "toy", {}
     orch.weights, orch.session.writer = FakeWeights(), RunStoreWriter(tmp_path)
     orch.exploration = ExplorationWatch()
+    orch.failures = FailureStreak(orch.cfg.orchestrator.max_consecutive_failures)
+    examples = [Example(id=f"e{i}", payload={"prompt_messages": [{"role": "user", "content": "hi"}]}) for i in range(4)]
+    orch.ledger = PromptLedger(orch.session.writer, "run", ExampleOrder(examples, seed=0))
     return orch
 
 

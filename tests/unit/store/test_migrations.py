@@ -33,7 +33,7 @@ def version(run: Path) -> int:
 
 
 def test_fixtures_are_schema_1():
-    assert SCHEMA_VERSION == 4 and version(V1 / "eval") == 1 and version(V1 / "rl") == 1
+    assert SCHEMA_VERSION == 5 and version(V1 / "eval") == 1 and version(V1 / "rl") == 1
 
 
 def test_reader_migrates_an_eval_store_once(tmp_path):
@@ -76,6 +76,20 @@ def test_a_schema_2_store_gains_trainer_logprobs(tmp_path):
     assert version(run) == SCHEMA_VERSION
     calls = RunStoreReader(run).model_calls("train-0-1")
     assert [c.trainer_logprobs for c in calls] == [[-0.5, -1.25], None]
+
+
+def test_a_schema_4_store_gains_an_empty_ledger(tmp_path, capsys):
+    """Schema 4 had no prompt ledger: 4 -> 5 adds the table, empty (`looprl metrics` then shows no epochs)."""
+    run = copy("rl", tmp_path)
+    RunStoreWriter(run).close()
+    with sqlite3.connect(run / "looprl.db") as db:
+        db.execute("DROP TABLE ledger")
+        db.execute("PRAGMA user_version=4")
+    reader = RunStoreReader(run)
+    assert version(run) == SCHEMA_VERSION and reader.ledger("run-1") == []
+    reader.close()
+    assert main(["metrics", str(run)]) == 0
+    assert "epoch" not in capsys.readouterr().out
 
 
 def test_cli_reads_a_migrated_store(tmp_path, capsys):

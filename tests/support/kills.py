@@ -147,8 +147,9 @@ def run_cycle(args: list[str], kill: Kill, run: Path) -> None:
     expected = 1 if kill.killed else 0
     if launcher.returncode != expected:
         raise AssertionError(f"looprl rl exited {launcher.returncode} (expected {expected}):\n{err[-4000:]}")
-    with closing(sqlite3.connect(run / "looprl.db")) as db:
-        kill.steps_stored = db.execute("SELECT COUNT(*) FROM steps").fetchone()[0]
+    if (run / "looprl.db").exists():  # a kill during start-up may come before the orchestrator made it
+        with closing(sqlite3.connect(f"file:{run / 'looprl.db'}?mode=ro", uri=True)) as db:
+            kill.steps_stored = db.execute("SELECT COUNT(*) FROM steps").fetchone()[0]
     kill.checkpoint = latest_checkpoint(run) or 0
     if kill.checkpoint:
         sampler = json.loads(progress_path(run, kill.checkpoint).read_text()).get("sampler") or {}
@@ -161,6 +162,17 @@ def record_undone(kill: Kill, entries: list[LedgerEntry]) -> None:
     kill.undone = Counter(e.outcome for e in undone)
     if kill.old_cursor is not None:
         kill.cursor_skipped = sum((e.epoch - 1, e.position) < kill.old_cursor for e in undone)
+
+
+def has_ledger(run: Path) -> bool:
+    """Whether the run got far enough to resume (its store has a run): a kill in start-up may leave none."""
+    if not (run / "looprl.db").exists():
+        return False
+    with closing(sqlite3.connect(f"file:{run / 'looprl.db'}?mode=ro", uri=True)) as db:
+        try:
+            return db.execute("SELECT COUNT(*) FROM ledger").fetchone()[0] > 0
+        except sqlite3.OperationalError:  # the tables are not made yet
+            return False
 
 
 def check_ledger(run: Path, final: bool) -> list[LedgerEntry]:
@@ -217,9 +229,10 @@ def run_kills(tmp: Path, model: Path, data: Path, kills: list[Kill], step_budget
     cfg = write_config(tmp, model, data, run)
     max_steps = step_budget
     for i, kill in enumerate(kills):
-        args = ["@", str(cfg), "--max_steps", str(max_steps)] + (["--resume"] if i else [])
+        args = ["@", str(cfg), "--max_steps", str(max_steps)] + (["--resume"] if has_ledger(run) else [])
         run_cycle(args, kill, run)
-        check_ledger(run, final=not kill.killed)
+        if has_ledger(run):
+            check_ledger(run, final=not kill.killed)
         if not kill.killed:  # it completed first: the next cycle has more steps to run
             max_steps += step_budget
         if say is not None:

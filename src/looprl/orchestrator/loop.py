@@ -111,7 +111,7 @@ class Orchestrator:
                         self.flush_reports()
                 finally:
                     await pool.cancel()
-                    await self.ledger.cancel(f"the run stopped during step {step} while its group generated")
+                    await self.ledger.cancel(f"the run ended at step {step} while its group generated")
                 await self.finish()
         finally:
             self.trackers.finish()
@@ -132,6 +132,10 @@ class Orchestrator:
             entries = reader.ledger(session.run_id)
         finally:
             reader.close()
+        if entries and entries[-1].epoch_size != len(dataset):
+            get_logger().warning("the train split has {} examples, the prompt ledger's epochs {}: its positions name "
+                                 "other examples now (env.max_train_examples or the data changed), so the resumed "
+                                 "epoch may repeat or skip some", len(dataset), entries[-1].epoch_size)
         order = resume_order(dataset, cfg.seed, entries, state)
         if resume_step:
             undone = sum(e.undone_at == resume_step for e in entries)

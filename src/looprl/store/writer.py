@@ -128,11 +128,19 @@ class RunStoreWriter:
                   e.step, e.reason) for e in entries])
 
     def settle_draws(self, run_id: str, outcomes: Iterable[tuple[str, str, int | None, str | None]]) -> None:
-        """Record `(group_id, outcome, step, reason)` for draws of the ledger, in one transaction."""
-        with self._lock, self._transaction():
-            self._conn.executemany("UPDATE ledger SET outcome=?, step=?, reason=? WHERE run_id=? AND group_id=?",
-                                   [(outcome, step, reason, run_id, group_id)
-                                    for group_id, outcome, step, reason in outcomes])
+        """Record `(group_id, outcome, step, reason)` for draws of the ledger, in one transaction that is on
+        disk when this returns: the WAL is synced at its commit (`synchronous=FULL` for it alone), and with it
+        every earlier commit, so a checkpoint written after it never outlives the outcomes it implies, even
+        across a power loss (the other commits, `synchronous=NORMAL`, survive a crash of the process only)."""
+        with self._lock:
+            self._conn.execute("PRAGMA synchronous=FULL")
+            try:
+                with self._transaction():
+                    self._conn.executemany(
+                        "UPDATE ledger SET outcome=?, step=?, reason=? WHERE run_id=? AND group_id=?",
+                        [(outcome, step, reason, run_id, group_id) for group_id, outcome, step, reason in outcomes])
+            finally:
+                self._conn.execute("PRAGMA synchronous=NORMAL")
 
     def cancel_draws(self, run_id: str, reason: str) -> None:
         """Mark the draws still in flight as `cancelled` (the run ended or stopped while they generated)."""

@@ -32,7 +32,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--seed", type=int, default=36)
-    parser.add_argument("--max-delay", type=float, default=20.0, help="latest kill, seconds after the victim started")
+    parser.add_argument("--max-delay", type=float, default=20.0,
+                        help="latest kill, seconds after the run's first draw (each cycle's own)")
     args = parser.parse_args()
     kills = kill_schedule(args.kills, args.seed, args.max_delay)
     started = time.monotonic()

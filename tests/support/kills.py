@@ -126,16 +126,18 @@ def ledger(run: Path) -> list[LedgerEntry]:
 
 
 def run_cycle(args: list[str], kill: Kill, run: Path) -> None:
-    """Start `looprl rl ARGS`, SIGKILL `kill.victim` after `kill.delay_s` once it runs; return when the
-    launcher has exited. Fails if the launcher neither completes nor dies of the kill."""
+    """Start `looprl rl ARGS`, SIGKILL `kill.victim` `kill.delay_s` after the run's first draw (so the moments
+    fall while it trains, not in the start-up); return when the launcher has exited. Fails if the launcher
+    neither completes nor dies of the kill."""
     kill.started_at = time.time()
     launcher = subprocess.Popen([sys.executable, "-m", "looprl.cli", "rl", *args], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600
     pid = None
-    while pid is None and launcher.poll() is None and time.monotonic() < deadline:
-        pid = find_process(launcher.pid, kill.victim)
-        time.sleep(0.05)
+    while (pid is None or not drawn_since(run, kill.started_at)) and launcher.poll() is None \
+            and time.monotonic() < deadline:
+        pid = pid or find_process(launcher.pid, kill.victim)
+        time.sleep(0.1)
     moment = time.monotonic() + kill.delay_s
     while launcher.poll() is None and time.monotonic() < moment:
         time.sleep(0.05)
@@ -162,6 +164,17 @@ def record_undone(kill: Kill, entries: list[LedgerEntry]) -> None:
     kill.undone = Counter(e.outcome for e in undone)
     if kill.old_cursor is not None:
         kill.cursor_skipped = sum((e.epoch - 1, e.position) < kill.old_cursor for e in undone)
+
+
+def drawn_since(run: Path, since: float) -> bool:
+    """Whether the run drew an example after `since` (its orchestrator is past start-up, rolling out)."""
+    if not (run / "looprl.db").exists():
+        return False
+    with closing(sqlite3.connect(f"file:{run / 'looprl.db'}?mode=ro", uri=True)) as db:
+        try:
+            return (db.execute("SELECT MAX(drawn_at) FROM ledger").fetchone()[0] or 0) > since
+        except sqlite3.OperationalError:  # the tables are not made yet
+            return False
 
 
 def has_ledger(run: Path) -> bool:
@@ -217,9 +230,9 @@ def check_ledger(run: Path, final: bool) -> list[LedgerEntry]:
 
 def kill_schedule(kills: int, seed: int, max_delay_s: float) -> list[Kill]:
     """`kills` cycles, victims in turn (the orchestrator first), each at a seeded random moment in
-    [0.5, max_delay_s] seconds after its victim started."""
+    [0, max_delay_s] seconds after its run's first draw."""
     rng = random.Random(seed)
-    return [Kill(VICTIMS[i % 2], round(rng.uniform(0.5, max_delay_s), 1)) for i in range(kills)]
+    return [Kill(VICTIMS[i % 2], round(rng.uniform(0.0, max_delay_s), 1)) for i in range(kills)]
 
 
 def run_kills(tmp: Path, model: Path, data: Path, kills: list[Kill], step_budget: int = 6,

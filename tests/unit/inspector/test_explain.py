@@ -8,6 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from looprl.inspector.app import create_app
+from looprl.store.ledger import LedgerEntry
+from looprl.store.writer import RunStoreWriter
 
 API = "/api/runs/toy-run"
 
@@ -95,3 +97,15 @@ def test_run_page_metrics_replay_the_stopped_exploring_warning(run_dir):
 
 def test_no_exploration_warning_without_group_counts(client):
     assert client.get(f"{API}/metrics").json()["exploration"] == []
+
+
+def test_run_page_metrics_carry_each_epochs_coverage_from_the_prompt_ledger(run_dir):
+    writer = RunStoreWriter(run_dir)
+    writer.record_draws("run-1", [LedgerEntry(group_id=f"d{i}", epoch=1, position=i, example_id=str(i),
+                                                epoch_size=3, drawn_at=float(i)) for i in range(3)])
+    writer.settle_draws("run-1", [("d0", "trained", 1, None), ("d1", "stale", 1, "old weights")])
+    writer.close()
+    with TestClient(create_app([run_dir]), base_url="http://127.0.0.1:8765") as c:
+        [epoch] = c.get(f"{API}/metrics").json()["coverage"]
+    assert epoch["outcomes"] == {"trained": 1, "stale": 1, "in_flight": 1} and epoch["size"] == 3
+    assert epoch["line"] == "epoch 1: 1/3 examples trained, 1 dropped stale, 1 in flight"

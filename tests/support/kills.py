@@ -3,8 +3,9 @@
 Shared by `tests/slow/test_ledger_kills.py` (a few kills) and `bench/ledger_kills.py` (20 kills and
 the table for docs/benchmarks.md). One run directory goes through every kill: each cycle starts
 `looprl rl` (with `--resume` after the first), waits until the victim process runs and then a seeded
-random delay, SIGKILLs it (the launcher then stops the rest), and checks the ledger. A cycle whose run
-completes before its kill raises `max_steps` for the next one. At the end the run completes and
+random delay, SIGKILLs it (the launcher then stops the rest), and checks the ledger. Each cycle runs to
+`step_budget` steps past the latest checkpoint (one that completes first is not a kill). At the end the
+run completes and
 `check_ledger(final=True)` must hold: every example of every finished epoch trained exactly once or
 named (skipped, filtered, dropped stale, failed), every undone draw redone, and the store agreeing.
 """
@@ -235,19 +236,18 @@ def kill_schedule(kills: int, seed: int, max_delay_s: float) -> list[Kill]:
     return [Kill(VICTIMS[i % 2], round(rng.uniform(0.0, max_delay_s), 1)) for i in range(kills)]
 
 
-def run_kills(tmp: Path, model: Path, data: Path, kills: list[Kill], step_budget: int = 6,
+def run_kills(tmp: Path, model: Path, data: Path, kills: list[Kill], step_budget: int = 12,
               say: Callable[[int, Kill], None] | None = None) -> list[LedgerEntry]:
     """Every cycle of `kills` on one run directory, then a run to completion; the final entries."""
     run = tmp / "run"
     cfg = write_config(tmp, model, data, run)
     max_steps = step_budget
     for i, kill in enumerate(kills):
-        args = ["@", str(cfg), "--max_steps", str(max_steps)] + (["--resume"] if has_ledger(run) else [])
-        run_cycle(args, kill, run)
+        resume = has_ledger(run)
+        max_steps = (latest_checkpoint(run) or 0) + step_budget  # each cycle has steps left to kill in
+        run_cycle(["@", str(cfg), "--max_steps", str(max_steps)] + (["--resume"] if resume else []), kill, run)
         if has_ledger(run):
             check_ledger(run, final=not kill.killed)
-        if not kill.killed:  # it completed first: the next cycle has more steps to run
-            max_steps += step_budget
         if say is not None:
             say(i, kill)
     run_cycle(["@", str(cfg), "--max_steps", str(max_steps), "--resume"], Kill("none", 0.0), run)

@@ -8,7 +8,7 @@ many of them the example cursor looprl had before the ledger (the checkpoint's s
 skipped; then the ledger's coverage per epoch. The ledger's checks (`tests/support/kills.py`) must hold
 after every kill and at the end: no example lost or trained twice within an epoch.
 
-    .venv/bin/python bench/ledger_kills.py [--kills 20] [--seed 36] [--max-delay 20]
+    .venv/bin/python bench/ledger_kills.py [--kills 20] [--seed 36] [--max-delay 10]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--seed", type=int, default=36)
-    parser.add_argument("--max-delay", type=float, default=20.0,
+    parser.add_argument("--max-delay", type=float, default=10.0,
                         help="latest kill, seconds after the run's first draw (each cycle's own)")
     args = parser.parse_args()
     kills = kill_schedule(args.kills, args.seed, args.max_delay)

@@ -236,7 +236,7 @@ def kill_schedule(kills: int, seed: int, max_delay_s: float) -> list[Kill]:
     return [Kill(VICTIMS[i % 2], round(rng.uniform(0.0, max_delay_s), 1)) for i in range(kills)]
 
 
-def run_kills(tmp: Path, model: Path, data: Path, kills: list[Kill], step_budget: int = 12,
+def run_kills(tmp: Path, model: Path, data: Path, kills: list[Kill], step_budget: int = 30,
               say: Callable[[int, Kill], None] | None = None) -> list[LedgerEntry]:
     """Every cycle of `kills` on one run directory, then a run to completion; the final entries."""
     run = tmp / "run"

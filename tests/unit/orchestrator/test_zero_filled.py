@@ -16,6 +16,7 @@ from looprl.orchestrator.inflight import Collected, Landed
 from looprl.orchestrator.loop import Orchestrator
 from looprl.session import RolloutSession
 from looprl.session.collapse import ExplorationWatch
+from looprl.session.collapse_recovery import CollapseRecovery
 from looprl.session.rewards import UnusedWeights, mark_zero_filled
 from looprl.store.reader import RunStoreReader
 from looprl.store.records import RolloutRecord
@@ -83,6 +84,9 @@ def step_only(tmp_path: Path, **orchestrator) -> Orchestrator:
     orch.session.run_id, orch.session.env_name, orch.session.reward_weights = "run", "toy", {}
     orch.weights, orch.session.writer = FakeWeights(), RunStoreWriter(tmp_path)
     orch.exploration = ExplorationWatch()
+    ocfg = orch.cfg.orchestrator
+    orch.recovery = CollapseRecovery(ocfg.collapse, ocfg.base_temperature) if ocfg.collapse else None
+    orch.sampling = None
     return orch
 
 

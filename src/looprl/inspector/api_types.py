@@ -7,7 +7,7 @@ and is untrusted: the pages render it as text, never as markup.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -114,6 +114,20 @@ class ExplorationWarning(BaseModel):
     """A rollout of that step whose group had no signal, to look at."""
 
 
+class CollapseIntervention(BaseModel):
+    """A step at which collapse recovery stepped in (`[orchestrator.collapse]`, `session.collapse_recovery`),
+    rebuilt from the step's `collapse/...` metrics."""
+
+    step: int
+    action: Literal["raise", "decay", "give_up", "unlearnable"]
+    """What it did: raised or decayed the sampling temperature, gave up, or reported a task without signal."""
+    temperature_from: float
+    temperature_to: float
+    """The sampling temperature of the groups started after the step."""
+    message: str
+    """The line the orchestrator logged: when, why, what changed."""
+
+
 class RunMetrics(BaseModel):
     """Plots of the run page: step metrics plus per-split statistics of the rollouts."""
 
@@ -123,3 +137,5 @@ class RunMetrics(BaseModel):
     splits: dict[str, SplitStats]
     exploration: list[ExplorationWarning] = []
     """When the policy stopped exploring (`session.collapse`, replayed over the stored steps)."""
+    interventions: list[CollapseIntervention] = []
+    """When collapse recovery stepped in, why and what it changed (empty when it was off)."""

@@ -27,7 +27,7 @@ def test_raised_temperature_reaches_the_engine(tmp_path):
         {"role": "user", "content": f"What is {a} plus {b}?"}], "answer": str(a + b)}) for a, b in [(2, 3), (9, 9)]])
     orch = step_only(tmp_path / "run", sampling={"temperature": 0.5},
                      collapse={"raise_by": 0.25, "max_attempts": 2})
-    orch.cfg = orch.cfg.model_copy(update={"max_steps": 6})
+    orch.cfg = orch.cfg.model_copy(update={"max_steps": 7})
     sink = io.StringIO()
     setup_logger("info", sink=sink)
     with ScriptedServer(reply) as server:
@@ -37,12 +37,12 @@ def test_raised_temperature_reaches_the_engine(tmp_path):
         version = [0]
 
         async def run() -> list[int]:
-            """Six steps; the requests the engine had seen after each."""
+            """Seven steps; the requests the engine had seen after each."""
             seen = []
             async with orch.session as session:
                 pool = GroupPool(lambda: session.roll_out(next(examples), "train", 2, orch.sampling),
                                  lambda: version[0], 2, 1)
-                for step in range(1, 7):
+                for step in range(1, 8):
                     version[0] = step - 1
                     await orch.step(step, FakeSampler(), pool)
                     seen.append(len(server.requests))
@@ -58,8 +58,8 @@ def test_raised_temperature_reaches_the_engine(tmp_path):
     # (2 raises without signal) and the groups after it go back to 0.5
     assert [t for t, _ in itertools.groupby(temps)] == [0.5, 0.75, 1.0, 0.5]
     assert set(temps[:counts[2]]) == {0.5}  # nothing hotter before the first raise
-    metrics = [json.loads(rollout_metrics_path(tmp_path / "run", s).read_text()) for s in range(1, 7)]
-    assert [m["collapse/temperature"] for m in metrics] == [0.5, 0.5, 0.75, 1.0, 0.5, 0.5]
+    metrics = [json.loads(rollout_metrics_path(tmp_path / "run", s).read_text()) for s in range(1, 8)]
+    assert [m["collapse/temperature"] for m in metrics] == [0.5, 0.5, 0.75, 1.0, 0.5, 0.5, 0.5]
     assert [k for m in metrics for k in m if k in ("collapse/raise", "collapse/give_up")] == \
         ["collapse/raise", "collapse/raise", "collapse/give_up"]
     log = sink.getvalue()

@@ -67,3 +67,26 @@ def test_large_number_asks_about_as_many_yes_as_no():
         assert r["answer"] == ("yes" if number > 50 else "no")
     assert {r["prompt_messages"][-1]["content"] for r in rows}.isdisjoint(
         r["prompt_messages"][-1]["content"] for r in held_out)
+
+
+@pytest.mark.parametrize("reply,correct", [
+    ("APPLE", 1.0),
+    (" \"APPLE\".\n", 1.0),
+    ("Apple", 0.0),
+    ("APPLE is a fruit.", 0.0),
+    ("Sure! APPLE", 0.0),
+    ("", 0.0),
+])
+def test_uppercase_rewards_the_word_in_capitals_alone(reply, correct):
+    assert example("uppercase").score(reply, {"answer": "APPLE"}) == {"correct": correct}
+
+
+def test_uppercase_holds_out_distinct_words():
+    import asyncio
+
+    env = example("uppercase").UppercaseEnv()
+    rows = [e.payload for e in asyncio.run(env.create_dataset("train", ROOT))]
+    held_out = [e.payload for e in asyncio.run(env.create_dataset("eval", ROOT))]
+    assert len(rows) == 80 and len(held_out) == 20
+    assert {r["answer"] for r in rows}.isdisjoint(r["answer"] for r in held_out)
+    assert all(r["answer"].lower() in r["prompt_messages"][-1]["content"] for r in rows)

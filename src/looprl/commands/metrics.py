@@ -2,11 +2,12 @@
 
 The table holds a short set of columns that fits 100 terminal columns (reward, eval reward, pass
 rate, loss, entropy, mismatch KL, grad norm, skipped and dropped groups, the sampling temperature
-when collapse recovery is on, generation tokens/s, step time); `--all` lists every metric the steps recorded, one row per metric with the steps as columns,
-in as many chunks of steps as the width needs. A step that did not train (every group skipped: the
-trainer got no samples) shows `–` for the trainer's loss-side metrics instead of its zeros, and
-counts print as integers. `--json` prints the stored object of each step unchanged (`step`,
-`reward`, `reward/<component>`, `train/loss`, ...; names in `looprl.orchestrator.step_metrics`).
+when collapse recovery is on, generation tokens/s, step time); `--all` lists every metric the steps
+recorded, one row per metric with the steps as columns, in as many chunks of steps as the width
+needs. A step that did not train (every group skipped: the trainer got no samples) shows `–` for the
+trainer's loss-side metrics instead of its zeros, and counts print as integers. `--json` prints the
+stored object of each step unchanged (`step`, `reward`, `reward/<component>`, `train/loss`, ...;
+names in `looprl.orchestrator.step_metrics`).
 """
 
 from __future__ import annotations

@@ -36,12 +36,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from looprl.config import CollapseRecovery as RecoveryConfig
 from looprl.session.collapse import ExplorationWatch
 
 Action = Literal["raise", "decay", "give_up", "unlearnable"]
+ACTIONS: tuple[Action, ...] = get_args(Action)
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class Intervention:
     def from_metrics(cls, step: int, metrics: Mapping[str, float], previous: float | None) -> Intervention | None:
         """The intervention a stored step's metrics record (None: none); `previous`: the temperature the
         step before left (None: unknown, then this step's)."""
-        action = next((a for a in ("raise", "decay", "give_up", "unlearnable") if metrics.get(f"collapse/{a}")), None)
+        action = next((a for a in ACTIONS if metrics.get(f"collapse/{a}")), None)
         if action is None or "collapse/temperature" not in metrics:
             return None
         to = metrics["collapse/temperature"]

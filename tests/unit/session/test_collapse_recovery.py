@@ -72,3 +72,14 @@ def test_intervention_rebuilt_from_stored_metrics():
                **raised.metrics()}
     assert Intervention.from_metrics(3, metrics, 0.0) == raised
     assert Intervention.from_metrics(2, {"collapse/temperature": 0.0, "collapse/attempt": 0.0}, 0.0) is None
+
+
+def test_config_needs_room_above_the_sampling_temperature():
+    import pytest
+    from pydantic import ValidationError
+
+    from looprl.config import OrchestratorConfig
+
+    assert OrchestratorConfig().collapse is None  # off by default
+    with pytest.raises(ValidationError, match=r"collapse.max_temperature \(1.2\) must be above the sampling"):
+        OrchestratorConfig(sampling={"temperature": 1.2}, collapse={"max_temperature": 1.2})

@@ -3,8 +3,8 @@
 Both train SmolLM2-135M-Instruct on each of `--tasks`' `rl.toml` (`demo`: single-digit additions, which
 both saturate within minutes; `two_digit`: two-digit additions, which neither masters in ten
 minutes; `large_number`: is a number greater than 50, yes or no, an easy task on which the
-policy stops exploring by answering "No" to every question; `uppercase`: format following, a given
-word in capitals and nothing else) with the same reward (the task's
+policy stops exploring by answering "No" to every question; `one_word`: format following, name a
+thing of a category in one word and nothing else) with the same reward (the task's
 `env.py:score`, weighted as in `rl.toml`), sampling (temperature, max tokens), rollouts per step and
 groups, learning rate and no KL, for `--seeds` runs
 each of `--budget-s` seconds, one after the other. looprl runs as a user runs it (`looprl rl`:
@@ -29,7 +29,7 @@ carried no signal while the task was unsolved (the 10-step mean reward below 90 
 seeds stalled (8 of 10 such steps in a row). `--systems looprl looprl-recovery` compares collapse
 recovery (`[orchestrator.collapse]`) on and off; defaults are chosen by the worst seed.
 
-    .venv/bin/python bench/learning.py [--tasks demo two_digit large_number uppercase] [--seeds 3] [--budget-s 600]
+    .venv/bin/python bench/learning.py [--tasks demo two_digit large_number one_word] [--seeds 3] [--budget-s 600]
         [--lr 2e-5] [--systems looprl looprl-recovery trl] [--looprl-args "--orchestrator.max_off_policy_steps 0"]
         [--stop-at 0.95 [--stop-window 3]] [--out runs/bench-learning]
     .venv/bin/python bench/learning.py --summarize runs/bench-learning/*/results.json   # again, no runs
@@ -56,7 +56,7 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-TASKS = {name: ROOT / "examples" / name for name in ("demo", "two_digit", "large_number", "uppercase")}
+TASKS = {name: ROOT / "examples" / name for name in ("demo", "two_digit", "large_number", "one_word")}
 LEVELS = (0.5, 0.8, 0.95)
 MEAN_OF = 3  # steps averaged for the steadier reading of when a level was reached
 SYSTEMS = ("looprl", "looprl-recovery", "trl")

@@ -19,8 +19,9 @@ from typing import Any
 from looprl.envs import BaseEnv, BaseRollout, Dataset, DatasetSplit
 from looprl.rewards import extract_completion_text
 
-CATEGORIES = """fruit animal colour country city vegetable tree flower bird fish drink sport instrument tool metal
-planet insect vehicle game language dessert spice fabric gemstone profession""".split()
+CATEGORIES = ["fruit", "animal", "colour", "country", "city", "vegetable", "tree", "flower", "bird", "fish",
+              "drink", "sport", "instrument", "tool", "metal", "planet", "insect", "vehicle", "game",
+              "language", "dessert", "spice", "fabric", "gemstone", "profession"]
 PHRASINGS = ("Name a {}. Reply with one word only, nothing else.", "Give me one {}. Answer in a single word.",
              "Which {} do you like? One word, no sentence.", "Say a {} in one word and nothing else.")
 _ONE_WORD = re.compile(r"[^\W\d_]+(?:['-][^\W\d_]+)*")

@@ -66,6 +66,21 @@ class DynamicSampling(Strict):
     when it is reached the step trains on the groups with signal it has."""
 
 
+class CollapseRecovery(Strict):
+    """`[orchestrator.collapse]`: step in when the policy stops exploring (`orchestrator.collapse`): raise
+    the sampling temperature of the next groups until groups regain a learning signal, then decay it back."""
+
+    raise_by: float = Field(0.25, gt=0)
+    """Added to the sampling temperature at each step that still has most groups without signal."""
+    max_temperature: float = Field(1.5, gt=0, le=2)
+    """Highest temperature it raises to (the engines accept up to 2)."""
+    decay_by: float = Field(0.1, gt=0)
+    """Taken off the raised temperature at each step with signal, until it is back at the configured one."""
+    max_attempts: int = Field(4, ge=1)
+    """Raises in a row without a step regaining signal before it gives up (the temperature goes back and the
+    run says the task does not look learnable at these settings)."""
+
+
 class OrchestratorConfig(Strict):
     """`[orchestrator]`: the RL loop's rollouts, rewards, advantages and training batches."""
 
@@ -104,6 +119,10 @@ class OrchestratorConfig(Strict):
     dynamic_sampling: DynamicSampling | None = None
     """`[orchestrator.dynamic_sampling]`: replace groups without signal by new ones (DAPO); None (the
     default): such groups are skipped and the step trains on the rest."""
+    collapse: CollapseRecovery | None = None
+    """`[orchestrator.collapse]`: recover when most groups carry no signal for several steps in a row while
+    the task is unsolved (docs/training.md, 'Collapse'); None (the default): only warn. Off until the
+    learning matrix (bench/learning.py) shows it better on the worst seed."""
     max_off_policy_steps: int | None = Field(None, ge=0)
     """Largest lag between a rollout's policy and the one being trained; older groups are dropped.
     Unset, `looprl rl` picks by hardware and writes the number into the run's `config.toml`: 0 without a
@@ -132,6 +151,18 @@ class OrchestratorConfig(Strict):
             raise ValueError("include_failed = true trains failed rollouts as reward 0, failed_group = 'drop' "
                              "leaves their groups out: choose one")
         return self
+
+    @model_validator(mode="after")
+    def _room_to_raise(self) -> OrchestratorConfig:
+        if self.collapse and self.collapse.max_temperature <= self.base_temperature:
+            raise ValueError(f"orchestrator.collapse.max_temperature ({self.collapse.max_temperature}) must be above "
+                             f"the sampling temperature ({self.base_temperature}): there is nothing to raise to")
+        return self
+
+    @property
+    def base_temperature(self) -> float:
+        """The sampling temperature of the run (1.0, the engines' default, when the config leaves it unset)."""
+        return 1.0 if self.sampling.temperature is None else self.sampling.temperature
 
     @property
     def groups_per_step(self) -> int:

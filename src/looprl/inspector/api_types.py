@@ -7,7 +7,7 @@ and is untrusted: the pages render it as text, never as markup.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -131,6 +131,18 @@ class EpochCoverage(BaseModel):
     """Checkpoint steps of the resumes that undid draws of the epoch."""
     line: str
     """The same in words, as `looprl metrics` prints it."""
+class CollapseIntervention(BaseModel):
+    """A step at which collapse recovery stepped in (`[orchestrator.collapse]`, `session.collapse_recovery`),
+    rebuilt from the step's `collapse/...` metrics."""
+
+    step: int
+    action: Literal["raise", "decay", "give_up", "unlearnable"]
+    """What it did: raised or decayed the sampling temperature, gave up, or reported a task without signal."""
+    temperature_from: float
+    temperature_to: float
+    """The sampling temperature of the groups started after the step."""
+    message: str
+    """The line the orchestrator logged: when, why, what changed."""
 
 
 class RunMetrics(BaseModel):
@@ -144,3 +156,5 @@ class RunMetrics(BaseModel):
     """When the policy stopped exploring (`session.collapse`, replayed over the stored steps)."""
     coverage: list[EpochCoverage] = []
     """Per epoch of an rl run: what became of its examples (empty for runs without a prompt ledger)."""
+    interventions: list[CollapseIntervention] = []
+    """When collapse recovery stepped in, why and what it changed (empty when it was off)."""

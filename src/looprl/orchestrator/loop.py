@@ -15,7 +15,8 @@ For each step N (from 1):
    rollouts stay out of the loss unless `include_failed`, and a group with one trains the rest unless
    `failed_group = "drop"` (a group whose rollouts all failed is out); groups with no non-zero advantage are
    skipped and counted (`no_signal_frac`; most groups so for several steps in a row: a warning,
-   `session.collapse`). With `dynamic_sampling` such groups are replaced by new ones in step 3, up to
+   `session.collapse`; with `[orchestrator.collapse]` the next groups sample hotter until groups regain
+   signal: `session.collapse_recovery`). With `dynamic_sampling` such groups are replaced by new ones in step 3, up to
    `max_extra_groups` per step (`groups_sampled`, `groups_kept`).
 5. Samples from the recorded calls, packed by token budget into `steps/step_N/batch.json`.
 6. Store: the rollouts at once (before the batch is handed over), each with the components it was
@@ -41,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from looprl.config import RLConfig
+from looprl.config import RLConfig, SamplingParams
 from looprl.gateway.app import Gateway
 from looprl.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
 from looprl.handoff.files import write_atomic
@@ -57,6 +58,7 @@ from looprl.paths import batch_path, progress_path, rollout_metrics_path, traine
 from looprl.session import Group, RolloutSession
 from looprl.session.advantages import batch_advantages
 from looprl.session.collapse import ExplorationWatch
+from looprl.session.collapse_recovery import CollapseRecovery
 from looprl.session.rewards import UnusedWeights, mark_zero_filled
 from looprl.store.reader import RunStoreReader
 from looprl.trackers import TrackedRun, Trackers, inspector_link, open_trackers
@@ -91,6 +93,11 @@ class Orchestrator:
         """Warns when most groups carried no signal for several steps in a row (`session.collapse`)."""
         self.failures = FailureStreak(cfg.orchestrator.max_consecutive_failures)
         self.ledger: PromptLedger | None = None
+        self.recovery = CollapseRecovery(cfg.orchestrator.collapse, cfg.orchestrator.base_temperature) \
+            if cfg.orchestrator.collapse else None
+        """`[orchestrator.collapse]`: the temperature of the groups started next (`session.collapse_recovery`)."""
+        self.sampling: SamplingParams | None = None
+        """The sampling of the train groups started next, when the recovery has moved it off the run's."""
 
     async def run(self, resume_step: int) -> None:
         cfg, session = self.cfg, self.session
@@ -148,7 +155,8 @@ class Orchestrator:
         """Draw the next example (recorded in the prompt ledger) and roll out its group."""
         assert self.ledger is not None
         draw, group_id = await self.ledger.draw()
-        return await self.session.roll_out(draw.example, "train", self.cfg.orchestrator.group_size, group_id)
+        return await self.session.roll_out(draw.example, "train", self.cfg.orchestrator.group_size, group_id=group_id,
+                                            sampling=self.sampling)
 
     async def step(self, step: int, order: ExampleOrder, pool: GroupPool[Group]) -> None:
         cfg, ocfg = self.cfg, self.cfg.orchestrator
@@ -213,11 +221,14 @@ class Orchestrator:
         solved = self.exploration.solved(advantages)
         metrics["groups_solved"] = float(solved)
         stuck = int(metrics["groups_skipped"]) - solved
-        if self.exploration.observe(step, len(groups), stuck):
+        fired = self.exploration.observe(step, len(groups), stuck)
+        if fired:
             example = next((g[0][0].rollout_id for g, a in zip(groups, advantages) if a.skipped and g), None)
             get_logger().warning(self.exploration.warning(
                 step, len(groups), stuck,
                 example and f"{example}: {inspector_link(self.run_dir, self.session.run_id, example)}"))
+        if self.recovery:
+            metrics.update(self.recover(step, fired, len(groups), stuck))
         metrics["samples"], metrics["micro_batches"] = float(len(samples)), float(len(micro_batches))
         metrics["sample_breaks"] = float(breaks)
         metrics["step_time_s"] = time.perf_counter() - started
@@ -227,6 +238,19 @@ class Orchestrator:
         write_atomic(rollout_metrics_path(self.run_dir, step), json.dumps(metrics))
         write_model(batch_path(self.run_dir, step),
                     TrainBatch(step=step, micro_batches=micro_batches, progress={"sampler": order.state()}))
+
+    def recover(self, step: int, fired: bool, sampled: int, stuck: int) -> dict[str, float]:
+        """Collapse recovery after `step`: the sampling of the groups started from now on, its log line
+        and its `collapse/...` metrics."""
+        assert self.recovery is not None
+        intervention = self.recovery.after_step(step, self.exploration, fired, sampled, stuck)
+        if intervention:
+            log = get_logger().info if intervention.action == "decay" else get_logger().warning
+            log(intervention.line())
+            base = self.session.gateway.sampling
+            self.sampling = None if self.recovery.temperature == self.recovery.base else \
+                base.model_copy(update={"temperature": self.recovery.temperature})
+        return self.recovery.metrics() | (intervention.metrics() if intervention else {})
 
     def has_signal(self, group: Group) -> bool:
         """Whether a group's advantages are not all zero (dynamic sampling keeps only those)."""

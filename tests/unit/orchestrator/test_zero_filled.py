@@ -19,6 +19,7 @@ from looprl.orchestrator.ledger import PromptLedger
 from looprl.orchestrator.loop import Orchestrator
 from looprl.session import RolloutSession
 from looprl.session.collapse import ExplorationWatch
+from looprl.session.collapse_recovery import CollapseRecovery
 from looprl.session.rewards import UnusedWeights, mark_zero_filled
 from looprl.store.reader import RunStoreReader
 from looprl.store.records import RolloutRecord
@@ -89,6 +90,9 @@ def step_only(tmp_path: Path, **orchestrator) -> Orchestrator:
     orch.failures = FailureStreak(orch.cfg.orchestrator.max_consecutive_failures)
     examples = [Example(id=f"e{i}", payload={"prompt_messages": [{"role": "user", "content": "hi"}]}) for i in range(4)]
     orch.ledger = PromptLedger(orch.session.writer, "run", ExampleOrder(examples, seed=0))
+    ocfg = orch.cfg.orchestrator
+    orch.recovery = CollapseRecovery(ocfg.collapse, ocfg.base_temperature) if ocfg.collapse else None
+    orch.sampling = None
     return orch
 
 

@@ -10,6 +10,11 @@ server, which relays every call (streamed) to looprl's gateway, so each one is r
 ids. Scoring runs inside `run_slot`, on this process's event loop, so the env's `logging` records
 land on their rollout. `v1_results` maps each episode onto looprl's record.
 
+Each harness (and each tool server verifiers packages) is a `uv` script: `uv` syncs its dependencies from
+the package index on first use, and later runs reuse the cache. The `verifiers` extra installs `uv`
+into looprl's venv; `ensure_uv` puts it on the PATH the harness processes inherit when the venv's
+`bin/` is not on it (a venv used without activating it).
+
 The env's serving resources (`env.serving()`: shared tool servers, the interception server) live for
 the environment's lifetime, held by a task started in a fresh context: nothing they log is
 attributed to the rollout that happened to start them.
@@ -20,6 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -39,6 +46,18 @@ URLs are loopback-only)."""
 def env_class(env_id: str) -> type[Environment]:
     """A looprl environment class for the installed `verifiers.v1` env package `env_id`."""
     return type(env_id.replace("-", "_"), (V1Environment,), {"env_id": env_id})
+
+
+def ensure_uv() -> None:
+    """`uv` on this process's PATH (which harness processes inherit): the uv of looprl's venv when none is."""
+    if shutil.which("uv"):
+        return
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        raise UserError("verifiers' harnesses run as `uv` scripts, and uv is not installed: "
+                        "pip install 'looprl[verifiers]' (or uv itself)") from None
+    os.environ["PATH"] = os.pathsep.join([str(Path(find_uv_bin()).parent), os.environ.get("PATH", "")])
 
 
 def prompt_messages(data: Any) -> list[Message]:
@@ -91,6 +110,7 @@ class V1Environment(Environment):
         self._envs: dict[DatasetSplit, Any] = {}
         self._serving: dict[DatasetSplit, _Serving] = {}
         self._serving_lock = asyncio.Lock()
+        ensure_uv()
         self._env("train")  # a bad env id or env arg fails here, at construction
         self.reward_weights = self._weights()
 

@@ -8,7 +8,8 @@ whichever process runs it). Each rollout is verifiers' own `env.run_slot` with t
 URL as the model endpoint: the harness process calls the model through verifiers' interception
 server, which relays every call (streamed) to looprl's gateway, so each one is recorded with its token
 ids. Scoring runs inside `run_slot`, on this process's event loop, so the env's `logging` records
-land on their rollout. `v1_results` maps each episode onto looprl's record.
+land on their rollout. `v1_results` maps each episode onto looprl's record; `rescore` runs a stored
+rollout's scoring again on the trace it kept.
 
 Each harness (and each tool server verifiers packages) is a `uv` script: `uv` syncs its dependencies from
 the package index on first use, and later runs reuse the cache. The `verifiers` extra installs `uv`
@@ -34,7 +35,7 @@ from typing import Any, ClassVar
 from looprl.envs.dataset import Dataset
 from looprl.envs.environment import Environment
 from looprl.envs.logging import attribute_to
-from looprl.envs.types import DatasetSplit, Example, GroupRequest, Message, RolloutResult
+from looprl.envs.types import SCORED_REASONS, DatasetSplit, Example, GroupRequest, Message, RolloutResult
 from looprl.errors import UserError
 from looprl.interop.verifiers import v1_config, v1_results
 
@@ -190,6 +191,25 @@ class V1Environment(Environment):
         outcomes = await asyncio.gather(*(one(rid) for rid in request.rollout_ids), return_exceptions=True)
         return [v1_results.result(request, rid, started, outcome)
                 for rid, outcome in zip(request.rollout_ids, outcomes)]
+
+    async def rescore(self, stored: RolloutResult) -> RolloutResult:
+        """`stored` scored again by its task's `score(trace)` on the trace it kept (no runtime: signals that need
+        one are skipped, as in `vf-replay`), with the env as it is now; its records land on the rollout."""
+        if stored.native_trace is None:
+            raise UserError(f"rollout {stored.rollout_id} has no stored verifiers trace to re-score")
+        env = await asyncio.to_thread(self._env, stored.split)
+        trace = v1_results.without_scores(stored.native_trace)
+        task_cls = type(env.taskset).task_type()
+        task = task_cls(task_cls.data_type().model_validate(trace.task.data.model_dump()), env.taskset.config.task)
+        with attribute_to([stored.rollout_id]):
+            try:
+                await task.score(trace)
+            except Exception as e:
+                trace.record_error(e)
+        reason, error = v1_results.termination(trace)
+        return stored.model_copy(update={"termination_reason": reason, "error": error,
+                                         "rewards": v1_results.components(trace) if reason in SCORED_REASONS else {},
+                                         "native_trace": trace.to_record()})
 
     async def aclose(self) -> None:
         for serving in self._serving.values():

@@ -3,6 +3,7 @@
 - Each `@vf.reward` is a component holding its score (`trace.rewards[name].score`); the env declares
   its weight (`reward_weights`), so looprl's total equals verifiers' `trace.reward`. Each `@vf.metric`
   is a component of weight 0: stored and shown, not counted.
+- The trace itself is kept (`native_trace`), so `rescore` runs the task's own `score(trace)` on it again.
 - The transcript is the trace's final branch as OpenAI chat messages, the harness's tool calls and
   the tool servers' results included.
 - `termination` maps the trace's stop condition and errors (docs/environments.md has the table):
@@ -66,6 +67,7 @@ def result(request: GroupRequest, rollout_id: str, started: float, outcome: Any)
     transcript: list[Message] = []
     rewards: dict[str, float] = {}
     turns = tool_calls = 0
+    native: dict[str, Any] | None = None
     if isinstance(outcome, BaseException):
         reason = "timeout" if isinstance(outcome, TimeoutError) else "env_error"
         error: str | None = f"{type(outcome).__name__}: {outcome}\n" + "".join(
@@ -79,9 +81,25 @@ def result(request: GroupRequest, rollout_id: str, started: float, outcome: Any)
         transcript = messages(trace)
         rewards = components(trace)
         turns, tool_calls = trace.num_turns, len(trace.tool_messages)
+        native = trace.to_record()
     return RolloutResult(
         rollout_id=rollout_id, group_id=request.group_id, example_id=request.example.id, split=request.split,
         messages=transcript or [dict(m) for m in request.example.prompt_messages],
         example_args=request.example.example_args, termination_reason=reason, error=error,
         rewards=rewards if reason in SCORED_REASONS else {}, turns=turns, tool_calls=tool_calls,
-        started_at=started, finished_at=time.time())
+        started_at=started, finished_at=time.time(), native_trace=native)
+
+
+def without_scores(record: dict[str, Any]) -> Any:
+    """A stored trace ready to be scored again, as `vf-replay` prepares one: no rewards, metrics or judge calls,
+    and a scoring failure forgotten (its rollout was complete)."""
+    import verifiers.v1 as vf
+
+    trace = vf.WireTrace.model_validate(record)
+    trace.info.pop("judge_calls", None)
+    trace.rewards, trace.metrics, trace.extra_usage = {}, {}, []
+    scoring_failed = [e for e in trace.errors if e.type == "TaskError" and "scoring" in e.message]
+    if scoring_failed:
+        trace.errors = [e for e in trace.errors if e not in scoring_failed]
+        trace.ok = not trace.errors
+    return trace

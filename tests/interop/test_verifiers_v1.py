@@ -145,7 +145,8 @@ def test_records_tool_calls_and_model_calls_land_on_their_rollouts(tmp_path):
     looked = [rec for rec in logs if rec["message"].startswith("correct looks at")]
     assert len(looked) == 8 and len({rec["rollout_id"] for rec in looked}) == 8
     for rec in looked:  # the reward's record names the rollout's own question's answer
-        a, b = map(int, re.search(r"What is (-?\d+) \+ (-?\d+)", question(rows[rec["rollout_id"]]["messages"])).groups())
+        asked = question(rows[rec["rollout_id"]]["messages"])
+        a, b = map(int, re.search(r"What is (-?\d+) \+ (-?\d+)", asked).groups())
         assert rec["message"].endswith(f"(answer {a + b})")
     two_three = [r for r in rows.values() if question(r["messages"]) == Q.format(2, 3)]
     for r in two_three:
@@ -153,7 +154,8 @@ def test_records_tool_calls_and_model_calls_land_on_their_rollouts(tmp_path):
         assert r["messages"][1]["tool_calls"][0]["function"]["name"] == "add_tool_add"
         assert r["messages"][2]["content"] == "5" and (r["turns"], r["tool_calls"]) == (2, 1)
     with closing(sqlite3.connect(out / "looprl.db")) as db:
-        calls = db.execute("SELECT rollout_id, status, prompt_token_ids, completion_token_ids FROM model_calls").fetchall()
+        calls = db.execute("SELECT rollout_id, status, prompt_token_ids, completion_token_ids "
+                           "FROM model_calls").fetchall()
     per_rollout = {rid: sum(1 for c in calls if c[0] == rid) for rid in rows}
     assert all(per_rollout[rid] >= rows[rid]["turns"] >= 1 for rid in rows)
     assert all(status == 200 and prompt and completion for _, status, prompt, completion in calls)
@@ -173,3 +175,32 @@ def test_validate_a_v1_env():
 def test_bad_env_args_name_the_key():
     proc = looprl("validate", f"vf:{ENV_ID}", "--env-args", json.dumps({"num_taks": 2}), check=False)
     assert proc.returncode != 0 and "num_taks" in proc.stderr, proc.stderr
+
+
+def test_rescore_runs_the_tasks_own_scoring_on_the_stored_traces(tmp_path, monkeypatch):
+    _, out = looprl_eval(tmp_path, add_reply, 4)
+    same = [json.loads(line) for line in looprl("rescore", str(out), "--json").stdout.splitlines()]
+    assert len(same) == 8 and all(r["rescored"] and not r["changed"] for r in same)
+    assert all(any(rec["message"].startswith("correct looks at") for rec in r["logs"]) for r in same)
+    edited = tmp_path / "edited"  # the reward edited: half marks, and a metric that raises on 20 + 22
+    edited_src = edited / "add_tool_v1" / "taskset.py"
+    subprocess.run(["cp", "-r", str(PACKAGE), str(edited)], check=True)
+    code = edited_src.read_text()
+    code = code.replace("return float(reply == str(self.data.answer))", "return 0.5 * (reply == str(self.data.answer))")
+    code = code.replace("return float(len(trace.last_reply))",
+                        "assert self.data.a != 20, 'no reply to measure'\n        return float(len(trace.last_reply))")
+    edited_src.write_text(code)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(edited), os.environ["PYTHONPATH"]]))
+    after = {r["rollout_id"]: r for r in map(json.loads, looprl("rescore", str(out), "--json").stdout.splitlines())}
+    questions = {r["rollout_id"]: question(r["messages"])
+                 for r in map(json.loads, looprl("rollouts", str(out), "--json").stdout.splitlines())}
+    for rid, r in after.items():
+        q = questions[rid]
+        if q == Q.format(20, 22):
+            assert r["after"]["termination_reason"] == "reward_error" and "no reply to measure" in r["after"]["error"]
+        elif q in (Q.format(2, 3), Q.format(-1, 4)):
+            assert r["changed"] and r["after"]["rewards"]["correct"] == 0.5
+        else:
+            assert not r["changed"]
+    summary = looprl("rescore", str(out)).stdout
+    assert "now failing: reward_error 2" in summary

@@ -204,3 +204,13 @@ def test_rescore_runs_the_tasks_own_scoring_on_the_stored_traces(tmp_path, monke
             assert not r["changed"]
     summary = looprl("rescore", str(out)).stdout
     assert "now failing: reward_error 2" in summary
+
+
+def test_replay_runs_a_stored_rollout_again_on_its_recorded_replies(tmp_path):
+    _, out = looprl_eval(tmp_path, add_reply, 1)  # 2 + 3: a tool call, its result, the answer
+    rollout = json.loads(looprl("rollouts", str(out), "--json").stdout.splitlines()[0])
+    text = looprl("replay", str(out), rollout["rollout_id"]).stdout
+    assert "transcript: the same as the stored one (4 messages)" in text and "ended: finished" in text, text
+    assert "diverged" not in text  # the harness's requests are the recorded calls, message for message
+    assert re.search(r"total\s+│\s+1\.500\s+│\s+1\.500", text), text
+    assert "correct looks at '5' (answer 5)" in text

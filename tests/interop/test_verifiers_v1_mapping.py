@@ -70,3 +70,14 @@ def test_looprl_splits_onto_a_taskset_split_field(annotation, split, name):
 def test_unknown_env_and_bad_env_args_are_user_errors():
     with pytest.raises(UserError, match="not found"):
         env_config("no-such-env-v1", {}, "train")
+
+
+def test_the_venvs_uv_joins_the_path_harnesses_inherit(monkeypatch, tmp_path):
+    import shutil
+
+    from looprl.interop.verifiers.v1_env import ensure_uv
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # a venv used without activating it: its bin/ is not on PATH
+    assert shutil.which("uv") is None
+    ensure_uv()
+    assert shutil.which("uv")

@@ -184,6 +184,16 @@ class RunStoreReader:
             (group_id,)).fetchall()
         return [self._rollout(r) for r in rows]
 
+    def native_traces(self, rollout_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The framework's own records of these rollouts (`RolloutResult.native_trace`), for those that have one."""
+        marks = ", ".join("?" * len(rollout_ids))
+        try:
+            rows = self._conn.execute(f"SELECT rollout_id, trace FROM rollout_traces WHERE rollout_id IN ({marks})",
+                                      rollout_ids).fetchall()
+        except sqlite3.OperationalError:  # a store no writer has opened since the table was added
+            return {}
+        return {rollout_id: json.loads(trace) for rollout_id, trace in rows}
+
     def model_calls(self, rollout_id: str) -> list[ModelCall]:
         rows = self._conn.execute(
             "SELECT * FROM model_calls WHERE rollout_id=? ORDER BY idx", (rollout_id,)).fetchall()

@@ -15,6 +15,9 @@ Tables
 - `model_calls`: every model call a rollout made through the gateway, with token ids and logprobs;
   `trainer_logprobs` is set once the trainer has trained on the call (its report for the step).
 - `rollout_logs`: the stdlib `logging` records attributed to each rollout.
+- `rollout_traces`: an adapted framework's own record of a rollout (`RolloutResult.native_trace`: a
+  `verifiers.v1` trace), for `looprl rescore`; only rollouts that have one. A store written before it
+  existed gains the (empty) table when a writer opens it; readers treat its absence as no traces.
 - `rollouts_fts`, `rollout_logs_fts`: full-text indexes (FTS5, trigram tokenizer, so any substring
   matches) over transcripts and log messages. They are external-content tables (the text lives once, in
   `rollouts` and `rollout_logs`), so triggers on insert, delete and update keep them in sync: without the
@@ -170,6 +173,11 @@ CREATE TABLE IF NOT EXISTS ledger (
     undone_at   INTEGER                      -- K: a resume from checkpoint K undid it
 );
 CREATE INDEX IF NOT EXISTS ledger_by_position ON ledger (run_id, epoch, position);
+CREATE TABLE IF NOT EXISTS rollout_traces (
+    rollout_id  TEXT PRIMARY KEY,
+    run_id      TEXT NOT NULL,
+    trace       TEXT NOT NULL                -- JSON: the framework's record of the rollout
+);
 
 CREATE VIRTUAL TABLE IF NOT EXISTS rollouts_fts USING fts5(
     messages, content='rollouts', content_rowid='rowid', tokenize='trigram');

@@ -94,7 +94,7 @@ class RunStoreWriter:
                                "AND (step IS NULL OR step>?)", (step, run_id, step))
             ids = [r[0] for r in self._conn.execute(
                 "SELECT rollout_id FROM rollouts WHERE run_id=? AND step>?", (run_id, step))]
-            for table in ("model_calls", "rollout_logs"):
+            for table in ("model_calls", "rollout_logs", "rollout_traces"):
                 self._conn.executemany(f"DELETE FROM {table} WHERE rollout_id=?", [(i,) for i in ids])
             self._conn.execute("DELETE FROM rollouts WHERE run_id=? AND step>?", (run_id, step))
             self._conn.execute("DELETE FROM steps WHERE run_id=? AND step>?", (run_id, step))
@@ -167,6 +167,9 @@ class RunStoreWriter:
             [(r.run_id, r.rollout_id, rec.time, rec.level, rec.level_name, rec.logger, rec.message,
               rec.pathname, rec.lineno, rec.func, rec.exception) for rec in r.logs],
         )
+        if r.native_trace is not None:
+            self._conn.execute("INSERT INTO rollout_traces (rollout_id, run_id, trace) VALUES (?, ?, ?)",
+                               (r.rollout_id, r.run_id, _json(r.native_trace)))
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self._conn)

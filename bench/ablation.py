@@ -1,4 +1,4 @@
-"""An ablation of looprl's learning options: `bench/learning.py --only looprl` once per row, one table.
+"""An ablation of looprl's learning options: `bench/learning.py --systems looprl` once per row, one table.
 
 Each row is a named set of `looprl rl` overrides (`ROWS`), run for `--seeds` seeds of at most
 `--budget-s` seconds each on `--task`, one after the other; a seed stops early once a step's train
@@ -81,13 +81,13 @@ def run_row(args: argparse.Namespace, name: str) -> None:
         [
             sys.executable,
             str(Path(__file__).with_name("learning.py")),
-            "--task",
+            "--tasks",
             args.task,
             "--seeds",
             str(args.seeds),
             "--budget-s",
             str(args.budget_s),
-            "--only",
+            "--systems",
             "looprl",
             "--stop-at",
             "0.95",

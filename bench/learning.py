@@ -1,9 +1,10 @@
 """Reward against wall-clock and steps: `looprl rl` and TRL's `GRPOTrainer`, same model, task, sampling, batch.
 
-Both train SmolLM2-135M-Instruct on a task's `rl.toml` (`--task demo`: single-digit additions, which
-both saturate within minutes; `--task two_digit`: two-digit additions, which neither masters in ten
-minutes; `--task large_number`: is a number greater than 50, yes or no, an easy task on which the
-policy stops exploring by answering "No" to every question) with the same reward (the task's
+Both train SmolLM2-135M-Instruct on each of `--tasks`' `rl.toml` (`demo`: single-digit additions, which
+both saturate within minutes; `two_digit`: two-digit additions, which neither masters in ten
+minutes; `large_number`: is a number greater than 50, yes or no, an easy task on which the
+policy stops exploring by answering "No" to every question; `one_word`: format following, name a
+thing of a category in one word and nothing else) with the same reward (the task's
 `env.py:score`, weighted as in `rl.toml`), sampling (temperature, max tokens), rollouts per step and
 groups, learning rate and no KL, for `--seeds` runs
 each of `--budget-s` seconds, one after the other. looprl runs as a user runs it (`looprl rl`:
@@ -19,13 +20,19 @@ task's maximum, how many seeds got there and the looprl/TRL ratio of the medians
 mean of 3 steps in a row (one step's 32 rollouts come from 4 prompts, so one lucky step says
 little); the mean train reward over the first K steps, K as many as every run made (progress per
 step, whatever the levels); and the worst drop of the 3-step mean reward after a seed first reached
-80 % (from its running peak: a collapse shows here). It writes `results.json` and a PNG of every
-seed's reward against seconds and against steps.
+80 % (from its running peak: a collapse shows here). It writes `results.json` per task and a PNG of
+every seed's reward against seconds and against steps.
 
-    .venv/bin/python bench/learning.py [--task demo|two_digit|large_number] [--seeds 3] [--budget-s 600] [--lr 2e-5]
-        [--only looprl|trl] [--looprl-args "--orchestrator.max_off_policy_steps 0"] [--stop-at 0.95 [--stop-window 3]]
-        [--out runs/bench-learning]
-    .venv/bin/python bench/learning.py --summarize runs/bench-learning/demo/results.json   # again, no runs
+Then the learning matrix (issue 37): per task, the systems side by side, the median and the worst
+seed of the seconds to 80 % and 95 % (3-step mean), of the longest run of steps in which most groups
+carried no signal while the task was unsolved (the 10-step mean reward below 90 %), and how many
+seeds stalled (8 of 10 such steps in a row). `--systems looprl looprl-recovery` compares collapse
+recovery (`[orchestrator.collapse]`) on and off; defaults are chosen by the worst seed.
+
+    .venv/bin/python bench/learning.py [--tasks demo two_digit large_number one_word] [--seeds 3] [--budget-s 600]
+        [--lr 2e-5] [--systems looprl looprl-recovery trl] [--looprl-args "--orchestrator.max_off_policy_steps 0"]
+        [--stop-at 0.95 [--stop-window 3]] [--out runs/bench-learning]
+    .venv/bin/python bench/learning.py --summarize runs/bench-learning/*/results.json   # again, no runs
 """
 
 from __future__ import annotations
@@ -49,11 +56,19 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-TASKS = {name: ROOT / "examples" / name for name in ("demo", "two_digit", "large_number")}
+TASKS = {name: ROOT / "examples" / name for name in ("demo", "two_digit", "large_number", "one_word")}
 LEVELS = (0.5, 0.8, 0.95)
 MEAN_OF = 3  # steps averaged for the steadier reading of when a level was reached
-SYSTEMS = ("looprl", "trl")
-Point = tuple[float, int, float]  # seconds since launch, step, mean train reward of the step
+SYSTEMS = ("looprl", "looprl-recovery", "trl")
+"""looprl with its defaults, looprl with collapse recovery on (`[orchestrator.collapse]`), TRL."""
+RECOVERY_ARGS = ["--orchestrator.collapse", "{}"]
+"""The `looprl rl` overrides of `looprl-recovery`: the recovery with its default settings."""
+STALL_WINDOW, STALL_STEPS, UNSOLVED = 10, 8, 0.9
+"""A seed stalls when STALL_STEPS of STALL_WINDOW consecutive steps carried no signal while the
+STALL_WINDOW-step mean reward was below UNSOLVED of the maximum (issue 37's criterion)."""
+Point = tuple[float, int, float, float | None]
+"""Seconds since launch, step, the step's mean train reward, the share of its groups without signal (all
+rewards alike: looprl's `no_signal_frac`, TRL's `frac_reward_zero_std`; None in results of older runs)."""
 
 
 def task_env(task: str) -> ModuleType:
@@ -92,7 +107,8 @@ def max_reward(task: str) -> float:
 # --- the runs ---------------------------------------------------------------------------------
 
 
-def run_looprl(args: argparse.Namespace, seed: int, out: Path) -> list[Point]:
+def run_looprl(args: argparse.Namespace, seed: int, out: Path, recovery: bool = False) -> list[Point]:
+    """One looprl seed as a user runs it; `recovery`: with collapse recovery on (`RECOVERY_ARGS`)."""
     subprocess.run(["rm", "-rf", str(out)], check=True)
     command = [
         sys.executable,
@@ -112,6 +128,7 @@ def run_looprl(args: argparse.Namespace, seed: int, out: Path) -> list[Point]:
         "--trainer.optim.lr",
         str(args.lr),
         *shlex.split(args.looprl_args),
+        *(RECOVERY_ARGS if recovery else []),
     ]
     started = time.time()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -120,23 +137,25 @@ def run_looprl(args: argparse.Namespace, seed: int, out: Path) -> list[Point]:
         time.sleep(2)
         if stop_level is None:
             continue
-        points = [(0.0, step, r) for step, r in sorted(_step_rewards(out).items())]
+        points = [(0.0, step, r, None) for step, (r, _) in sorted(_step_rewards(out).items())]
         if first_reached(points, stop_level, args.stop_window) is not None:
             break
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     rewards = _step_rewards(out)
-    return [(t, step, rewards[step]) for step, t in _batch_written(out, started).items() if step in rewards]
+    return [(t, step, *rewards[step]) for step, t in _batch_written(out, started).items() if step in rewards]
 
 
-def _step_rewards(out: Path) -> dict[int, float]:
-    """Each finished step's mean train reward, from the run's store (empty before the first step)."""
+def _step_rewards(out: Path) -> dict[int, tuple[float, float | None]]:
+    """Each finished step's mean train reward and share of groups without signal, from the run's store
+    (empty before the first step)."""
     if not (out / "looprl.db").exists():
         return {}
     try:
         with sqlite3.connect(f"file:{out / 'looprl.db'}?mode=ro", uri=True, timeout=5) as db:
-            return {step: json.loads(m)["reward"] for step, m in db.execute("SELECT step, metrics FROM steps")}
+            rows = {step: json.loads(m) for step, m in db.execute("SELECT step, metrics FROM steps")}
+            return {step: (m["reward"], m.get("no_signal_frac")) for step, m in rows.items()}
     except sqlite3.OperationalError:  # the run has not created its tables yet
         return {}
 
@@ -168,7 +187,7 @@ def run_trl(args: argparse.Namespace, seed: int, out: Path) -> list[Point]:
     subprocess.run(
         command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=os.environ | {"TOKENIZERS_PARALLELISM": "false"}
     )
-    return [tuple(p) for p in json.loads(result.read_text())]
+    return [(*p, None)[:4] for p in json.loads(result.read_text())]
 
 
 def trl_config(task: str, seed: int, lr: float, out: Path) -> Any:
@@ -230,7 +249,7 @@ def trl_worker(args: argparse.Namespace) -> None:
     class Clock(TrainerCallback):
         def on_log(self, _args, state, control, logs=None, **kw):
             if logs and "reward" in logs:
-                points.append((scored_at[-1], state.global_step, logs["reward"]))
+                points.append((scored_at[-1], state.global_step, logs["reward"], logs.get("frac_reward_zero_std")))
                 (out / "points.json").write_text(json.dumps(points))
                 (out / "log_history.json").write_text(json.dumps(state.log_history))  # components, entropy
 
@@ -289,6 +308,7 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         ("Adam betas", str(tuple(t.optim.betas)), str((trl.adam_beta1, trl.adam_beta2))),
         ("KL coefficient", str(t.loss.kl_coef), str(trl.beta)),
         ("entropy bonus coefficient", str(t.loss.entropy_coef), "0.0"),
+        ("collapse recovery", f"{'on' if o.collapse else 'off'} (looprl-recovery: on)", "none"),
         (
             "rollouts per step / group",
             f"{o.batch_size}/{o.group_size}",
@@ -333,6 +353,32 @@ def worst_drop(points: Sequence[Point], level: float) -> float | None:
     return drop
 
 
+def stuck_steps(points: Sequence[Point], top: float) -> list[bool]:
+    """Per step: most of its groups without signal while the task is unsolved (the mean reward of the
+    `STALL_WINDOW` steps ending there below `UNSOLVED` of `top`); False where the share is unknown."""
+    out = []
+    for i, p in enumerate(points):
+        window = points[max(i - STALL_WINDOW + 1, 0) : i + 1]
+        share = p[3] if len(p) > 3 else None  # older results.json: (seconds, step, reward)
+        out.append(share is not None and share > 0.5 and statistics.fmean(q[2] for q in window) < UNSOLVED * top)
+    return out
+
+
+def longest_stuck(points: Sequence[Point], top: float) -> int:
+    """The longest run of consecutive steps without signal while unsolved."""
+    longest = run = 0
+    for stuck in stuck_steps(points, top):
+        run = run + 1 if stuck else 0
+        longest = max(longest, run)
+    return longest
+
+
+def stalled(points: Sequence[Point], top: float) -> bool:
+    """Whether `STALL_STEPS` of some `STALL_WINDOW` consecutive steps were without signal while unsolved."""
+    stuck = stuck_steps(points, top)
+    return any(sum(stuck[i : i + STALL_WINDOW]) >= STALL_STEPS for i in range(max(len(stuck) - STALL_WINDOW + 1, 1)))
+
+
 def spread(values: Sequence[float | None]) -> tuple[float | None, str]:
     """Median over seeds and `median [min-max] k/n`; a seed that never got there counts as infinitely late."""
     reached = sorted(v for v in values if v is not None)
@@ -364,8 +410,8 @@ def summarize(results: dict[str, Any]) -> list[str]:
         lines += _levels_table(results, window)
     # looprl makes several times TRL's steps in the same budget, so also over the steps every run made
     common = min((len(p) for runs in results["runs"].values() for p in runs), default=0)
-    for system in SYSTEMS:
-        runs = results["runs"].get(system, [])
+    for system in systems_of(results):
+        runs = results["runs"][system]
         drops = [worst_drop(points, 0.8 * top) for points in runs]
         early = [worst_drop(points[:common], 0.8 * top) for points in runs]
         known, known_early = [d for d in drops if d is not None], [d for d in early if d is not None]
@@ -377,6 +423,7 @@ def summarize(results: dict[str, Any]) -> list[str]:
             + (f"; worst drop of the 3-step mean after reaching 80 %: {max(known):.3f} over the whole run"
                + (f", {max(known_early):.3f} over the first {common} steps" if known_early else "")
                if known else "; no seed reached 80 %")
+            + f"; longest run of steps without signal while unsolved: {[longest_stuck(p, top) for p in runs]}"
         )
     differ = [s for s in results["settings"] if s[1] != s[2]]
     lines.append("settings in which the two runs differ (setting: looprl | TRL):")
@@ -386,14 +433,19 @@ def summarize(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def systems_of(results: dict[str, Any]) -> list[str]:
+    """The systems a results.json holds runs of, in `SYSTEMS` order."""
+    return [s for s in SYSTEMS if results["runs"].get(s)]
+
+
 def _levels_table(results: dict[str, Any], window: int) -> list[str]:
     """Seconds and steps to each level, median [range] over seeds per system, and the looprl/TRL ratios."""
-    top = results["max_reward"]
+    top, systems = results["max_reward"], systems_of(results)
     header = (
         f"{'level':<14}"
-        + "".join(f"{s + ' s':>24}" for s in SYSTEMS)
+        + "".join(f"{s + ' s':>24}" for s in systems)
         + f"{'ratio':>7}"
-        + "".join(f"{s + ' steps':>22}" for s in SYSTEMS)
+        + "".join(f"{s + ' steps':>22}" for s in systems)
         + f"{'ratio':>7}"
     )
     lines = [header]
@@ -402,13 +454,54 @@ def _levels_table(results: dict[str, Any], window: int) -> list[str]:
         row = f"{f'{share:.0%} ({level:.2f})':<14}"
         for index in (0, 1):  # seconds, then steps
             medians = {}
-            for system in SYSTEMS:
-                hits = [first_reached(points, level, window) for points in results["runs"].get(system, [])]
+            for system in systems:
+                hits = [first_reached(points, level, window) for points in results["runs"][system]]
                 medians[system], text = spread([h[index] if h else None for h in hits])
                 row += f"{text:>{24 if index == 0 else 22}}"
-            a, b = medians["looprl"], medians["trl"]
+            a, b = medians.get("looprl"), medians.get("trl")
             row += f"{(f'{a / b:.2f}x' if a is not None and b else 'n/a'):>7}"
         lines.append(row)
+    return lines
+
+
+def matrix(all_results: Sequence[dict[str, Any]]) -> list[str]:
+    """The learning matrix: per task, the systems side by side, median and worst seed of the seconds to 80 %
+    and 95 % of the maximum (the 3-step mean), of the longest run of steps without signal while unsolved,
+    and the seeds that stalled (issue 37's criterion). The worst seed is what defaults are chosen by."""
+    systems = [s for s in SYSTEMS if any(r["runs"].get(s) for r in all_results)]
+    width = 18
+    lines = [f"learning matrix ({MEAN_OF}-step mean reward; 'never': some seed did not get there in its budget)",
+             f"{'task':<14}{'measure':<34}" + "".join(f"{s:>{width}}" for s in systems)]
+
+    def seconds(share: float) -> Callable[[list[Point], float], float | None]:
+        def reached(points: list[Point], top: float) -> float | None:
+            hit = first_reached(points, share * top, MEAN_OF)
+            return hit[0] if hit else None
+        return reached
+
+    def median_worst(values: Sequence[float | None]) -> str:
+        if not values:
+            return "–"
+        known = [v for v in values if v is not None]
+        ordered = sorted(known) + [float("inf")] * (len(values) - len(known))
+        median = statistics.median(ordered)
+        return " / ".join("never" if v == float("inf") else f"{v:.0f}" for v in (median, ordered[-1]))
+
+    measures: list[tuple[str, Callable[[list[Point], float], Any]]] = [
+        ("s to 80 % (median / worst)", seconds(0.8)),
+        ("s to 95 % (median / worst)", seconds(0.95)),
+        ("no-signal run, steps (median / worst)", longest_stuck),
+        (f"seeds stalled ({STALL_STEPS} of {STALL_WINDOW} steps)", stalled),
+    ]
+    for results in all_results:
+        top = results["max_reward"]
+        for i, (name, measure) in enumerate(measures):
+            cells = []
+            for system in systems:
+                runs = results["runs"].get(system, [])
+                values = [measure(points, top) for points in runs]
+                cells.append(f"{sum(values)}/{len(values)}" if measure is stalled else median_worst(values))
+            lines.append(f"{results['task'] if i == 0 else '':<14}{name:<34}" + "".join(f"{c:>{width}}" for c in cells))
     return lines
 
 
@@ -419,7 +512,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
-    for color, system in zip(("C0", "C1"), SYSTEMS):
+    for color, system in zip(("C0", "C2", "C1"), SYSTEMS):
         for i, points in enumerate(results["runs"].get(system, [])):
             label = system if i == 0 else None
             axes[0].plot(
@@ -445,22 +538,23 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 
 def run_systems(args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """Run every seed of each system (or `--only` one); with `--only`, the other system's runs already in
-    OUT/TASK/results.json are kept, so the two can be measured at different times, each on a quiet machine."""
+    """Run every seed of each of `--systems`; the runs of the other systems already in OUT/TASK/results.json
+    (same budget) are kept, so the systems can be measured at different times, each on a quiet machine."""
     previous = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
-    kept = previous.get("task") == args.task and previous.get("budget_s") == args.budget_s and args.only
+    kept = previous.get("task") == args.task and previous.get("budget_s") == args.budget_s
     runs: dict[str, list[list[Point]]] = dict(previous["runs"]) if kept else {}
     load_average: dict[str, str] = dict(previous["load_average"]) if kept else {}
-    for system in SYSTEMS:
-        if args.only not in (None, system):
-            continue
+    for system in args.systems:
         runs[system], loads = [], []
         for seed in range(args.seeds):
             loads.append(os.getloadavg()[0])
-            points = (run_looprl if system == "looprl" else run_trl)(args, seed, out / f"{system}-{seed}")
+            run_dir = out / f"{system}-{seed}"
+            points = (run_trl(args, seed, run_dir) if system == "trl"
+                      else run_looprl(args, seed, run_dir, recovery=system == "looprl-recovery"))
             loads.append(os.getloadavg()[0])
             runs[system].append(points)
-            print(f"{system} seed {seed}: " + " ".join(f"{t:.0f}s/{s}:{r:.2f}" for t, s, r in points), flush=True)
+            print(f"{args.task} {system} seed {seed}: " + " ".join(f"{p[0]:.0f}s/{p[1]}:{p[2]:.2f}" for p in points),
+                  flush=True)
         load_average[system] = f"{min(loads):.1f}-{max(loads):.1f}"
     return {
         "task": args.task,
@@ -478,33 +572,40 @@ def run_systems(args: argparse.Namespace, out: Path) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", choices=sorted(TASKS), default="demo")
+    parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=["demo"])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--budget-s", type=float, default=600)
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--out", default="runs/bench-learning")
-    parser.add_argument("--only", choices=SYSTEMS)
+    parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=["looprl", "trl"],
+                        help="looprl-recovery: looprl with collapse recovery on ([orchestrator.collapse])")
     parser.add_argument("--looprl-args", default="", help="extra `looprl rl` overrides (ablations)")
     parser.add_argument("--stop-at", type=float, help="stop a looprl seed once a step's reward reached this share"
                         " of the maximum (e.g. 0.95; an ablation measuring time to a level needs no more)")
     parser.add_argument("--stop-window", type=int, default=1, help="with --stop-at: the mean of this many steps in"
                         " a row must reach it (3 on a binary task, where one step of 4 prompts is right by luck)")
-    parser.add_argument("--plot", help="PNG path (default: OUT/TASK/learning.png)")
-    parser.add_argument("--summarize", help="print the summary and plot of a results.json, run nothing")
+    parser.add_argument("--plot", help="PNG path (default: OUT/TASK/learning.png; one task only)")
+    parser.add_argument("--summarize", nargs="+", help="print the summaries, plots and matrix of results.json files, "
+                        "run nothing")
+    parser.add_argument("--task", help=argparse.SUPPRESS)  # the TRL worker's task
     parser.add_argument("--trl-worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.chdir(ROOT)
     if args.trl_worker is not None:
         return trl_worker(args)
-    if args.summarize:
-        results = json.loads(Path(args.summarize).read_text())
-        out = Path(args.summarize).parent
-    else:
-        out = Path(args.out) / args.task
-        results = run_systems(args, out)
-        (out / "results.json").write_text(json.dumps(results))
-    print("\n".join(summarize(results)))
-    plot(results, Path(args.plot) if args.plot else out / "learning.png")
+    done = []
+    for task in args.tasks if not args.summarize else args.summarize:
+        if args.summarize:
+            results = json.loads(Path(task).read_text())
+            out = Path(task).parent
+        else:
+            out = Path(args.out) / task
+            results = run_systems(argparse.Namespace(**{**vars(args), "task": task}), out)
+            (out / "results.json").write_text(json.dumps(results))
+        print("\n".join(summarize(results)), flush=True)
+        plot(results, Path(args.plot) if args.plot and len(done) == 0 else out / "learning.png")
+        done.append(results)
+    print("\n".join(matrix(done)))
 
 
 if __name__ == "__main__":

@@ -330,6 +330,31 @@ def test_a_run_being_written_updates_without_a_reload(page, base_url):
     expect(page.locator(".tab.active .tab-count")).to_have_text("3")
 
 
+def test_collapse_recovery_marks_on_the_run_page(browser, tmp_path):
+    """Each intervention of `[orchestrator.collapse]` is a mark under the run's title: step, why, what changed."""
+    import json
+    import sqlite3
+
+    run_dir = build_store(tmp_path / "toy-run")
+    stored = {0: {"collapse/temperature": 1.0, "collapse/attempt": 0.0},
+              1: {"collapse/temperature": 1.25, "collapse/attempt": 1.0, "collapse/raise": 1.0},
+              2: {"collapse/temperature": 1.15, "collapse/attempt": 0.0, "collapse/decay": 1.0}}
+    with sqlite3.connect(run_dir / "looprl.db") as db:
+        for step, metrics in stored.items():
+            db.execute("UPDATE steps SET metrics=? WHERE step=?",
+                       (json.dumps({"groups_sampled": 4, "groups_skipped": 4 if step < 2 else 1, **metrics}), step))
+    for url in serve([run_dir]):
+        context, page = new_page(browser, url)
+        page.goto("/runs/toy-run")
+        marks = page.locator("[data-part=collapse]")
+        sync_api.expect(marks).to_have_count(2)
+        sync_api.expect(marks.nth(0)).to_have_text(
+            "Step 1: collapse recovery: 4 of 4 groups at step 1 without signal, policy not exploring; sampling "
+            "temperature of the next groups 1 -> 1.25 (raise 1)")
+        sync_api.expect(marks.nth(0)).to_have_class(re.compile(r"\bwarn\b"))
+        sync_api.expect(marks.nth(1)).to_contain_text("groups have signal again at step 2")
+
+
 def test_token_view_bands_a_reply_by_policy_version(browser, tmp_path):
     """In-flight weight updates: one reply sampled by policies 12, 13 and 14 shows a labelled band per
     version, and the rollout header says which policies sampled it."""

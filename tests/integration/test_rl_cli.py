@@ -176,3 +176,26 @@ def test_rl_with_lora_trains_adapters_and_resumes(tmp_path):
     for split in ("train", "eval"):
         env_logs = run / "logs" / "envs" / split / "CharsEnv"
         assert (env_logs / "env_server.log").is_file() and (env_logs / "env_worker_0.log").is_file()
+
+
+def test_rl_collapse_recovery_reports_a_task_without_signal(tmp_path):
+    """`[orchestrator.collapse]` through `looprl rl` on the tiny random-weight model (seeded) with greedy
+    sampling: every rollout of every group gets the same reward from step 1, so when the watch fires at
+    step 3 the recovery does not raise the temperature (nothing was lost to recover) but reports the task
+    as not learnable at these settings: in the output, the orchestrator's log and the `collapse/...`
+    metrics. (The raise itself: tests/unit/orchestrator/test_recovery_sampling.py, and the SmolLM2 run in
+    docs/training.md.)"""
+    path = config(tmp_path)
+    text = path.read_text().replace("max_steps = 3", "max_steps = 4").replace(
+        "[orchestrator.sampling]\n",
+        "[orchestrator.collapse]\nraise_by = 0.5\n[orchestrator.sampling]\ntemperature = 0.0\n")
+    path.write_text(text.replace("interval = 2\nnum_examples = 2", "num_examples = 0"))
+    out = looprl("rl", "@", str(path)).stdout
+    rows = [json.loads(line) for line in looprl("metrics", str(tmp_path / "run"), "--json").stdout.splitlines()]
+    assert [r["collapse/temperature"] for r in rows] == [0.0] * 4
+    assert [r["step"] for r in rows if r.get("collapse/unlearnable")] == [3]
+    assert not any("collapse/raise" in r for r in rows)
+    line = ("no learning signal since the run started: every rollout got the same reward (2 of 2 groups at step 3 "
+            "without signal); the task is not learnable at these settings")
+    assert line in out
+    assert line in (tmp_path / "run" / "logs" / "orchestrator.log").read_text()

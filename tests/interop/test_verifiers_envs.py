@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from tests.support.cli import looprl
 from tests.support.scripted_server import Reply, ScriptedServer
+from tests.support.verifiers_line import require_classic
 
-vf = pytest.importorskip("verifiers")
+vf = require_classic()
 ENVS = Path(__file__).parent / "envs" / "verifiers"
 
 
@@ -98,7 +99,7 @@ def verifiers_run_group(env_id, env_args, reply) -> dict[str, list]:
     from openai import AsyncOpenAI
     from verifiers.clients import OpenAIChatCompletionsClient
 
-    from looprl.interop.verifiers.adapter import termination
+    from looprl.interop.verifiers.classic import termination
 
     env = vf.load_environment(env_id, **env_args)
 

@@ -6,10 +6,11 @@ import signal
 from pathlib import Path
 
 import pytest
+from tests.support.verifiers_line import require_classic
 
-vf = pytest.importorskip("verifiers")
+vf = require_classic()
 
-from looprl.interop.verifiers.adapter import env_class, termination  # noqa: E402
+from looprl.interop.verifiers.classic import env_class, termination  # noqa: E402
 
 ENVS = Path(__file__).parent / "envs" / "verifiers"
 

@@ -10,8 +10,9 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+from tests.support.verifiers_line import require_classic
 
-pytest.importorskip("verifiers")
+require_classic()
 pytestmark = pytest.mark.skipif(sys.version_info >= (3, 12), reason="the trainer needs torch (not in the 3.12 venv)")
 ROOT = Path(__file__).resolve().parents[2]
 ENVS = Path(__file__).parent / "envs" / "verifiers"

@@ -66,7 +66,7 @@ def test_a_store_with_a_stale_index_is_migrated_and_rebuilt(tmp_path):
         for trigger in ("rollouts_fts_delete", "rollouts_fts_update", "rollout_logs_fts_delete",
                         "rollout_logs_fts_update"):
             db.execute(f"DROP TRIGGER IF EXISTS {trigger}")
-        db.execute("ALTER TABLE model_calls DROP COLUMN completion_policy_versions")  # schema 5's
+        db.execute("ALTER TABLE model_calls DROP COLUMN completion_policy_versions")  # schema 6's
         db.execute("PRAGMA user_version=3")
         for table in ("rollout_logs", "rollouts"):
             db.execute(f"DELETE FROM {table} WHERE rollout_id IN ('s2', 's3')")

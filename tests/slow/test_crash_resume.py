@@ -12,37 +12,11 @@ from pathlib import Path
 
 import pytest
 from tests.integration.test_rl_cli import ROOT, config, looprl, store_steps
+from tests.support.kills import children, find_process
 
 from looprl.paths import batch_path, progress_path, trainer_report_path
 
 STEPS = 4
-
-
-def _children(pid: int) -> list[int]:
-    """Every descendant of `pid` alive now (a short-lived child may exit while it is walked)."""
-    found = []
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except FileNotFoundError:
-        return found
-    for task in tasks:
-        try:
-            children = (task / "children").read_text().split()
-        except FileNotFoundError:
-            continue
-        for child in children:
-            found += [int(child), *_children(int(child))]
-    return found
-
-
-def _process(launcher: int, marker: str) -> int | None:
-    for pid in _children(launcher):
-        try:
-            if marker in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode():
-                return pid
-        except OSError:
-            continue
-    return None
 
 
 @pytest.mark.parametrize("victim", ["looprl.trainer", "looprl.orchestrator", " inference"])
@@ -63,7 +37,7 @@ def test_sigkill_then_resume_stores_every_step_once(tmp_path, victim):
     deadline = time.monotonic() + 600
     while not trigger.exists() and launcher.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    pid = _process(launcher.pid, victim)
+    pid = find_process(launcher.pid, victim)
     if pid is None:
         launcher.kill()
         out, err = launcher.communicate(timeout=60)
@@ -73,7 +47,7 @@ def test_sigkill_then_resume_stores_every_step_once(tmp_path, victim):
     killed = time.monotonic()
     _, err = launcher.communicate(timeout=60)
     assert launcher.returncode == 1 and time.monotonic() - killed < 15, err
-    assert not _children(launcher.pid) if Path(f"/proc/{launcher.pid}").exists() else True
+    assert not children(launcher.pid) if Path(f"/proc/{launcher.pid}").exists() else True
 
     looprl(*args, "--resume")
     steps, rollouts = store_steps(run)

@@ -1,10 +1,11 @@
 """A single-turn env whose reward varies even for a random-weight model (distinct characters in the
-reply), so RL tests on the tiny model get non-zero advantages; and a writer for its data."""
+reply), so RL tests on the tiny model get non-zero advantages; one whose sandbox is down (every rollout
+fails); and a writer for their data."""
 
 import json
 from pathlib import Path
 
-from looprl.envs import BaseEnv, BaseRollout, DatasetSplit, JsonlDataset
+from looprl.envs import BaseEnv, BaseRollout, DatasetSplit, JsonlDataset, RolloutFailure
 from looprl.rewards import extract_completion_text
 
 
@@ -16,6 +17,13 @@ class CharsEnv(BaseEnv):
 
     async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
         return {"chars": len(set(extract_completion_text(rollout.messages))) / 10}
+
+
+class DownEnv(CharsEnv):
+    """Every rollout fails as its reward is computed: a sandbox service that stopped answering."""
+
+    async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
+        raise RolloutFailure("sandbox_unavailable", "the sandbox service at 10.0.0.7 refused the connection")
 
 
 def write_data(base_dir: Path, n: int = 6) -> Path:

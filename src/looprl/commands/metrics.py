@@ -1,12 +1,15 @@
 """`looprl metrics RUN_DIR [--json] [--all]`: a run's per-step training metrics.
 
 The table holds a short set of columns that fits 100 terminal columns (reward, eval reward, pass
-rate, loss, entropy, mismatch KL, grad norm, skipped and dropped groups, generation tokens/s, step
-time); `--all` lists every metric the steps recorded, one row per metric with the steps as columns,
-in as many chunks of steps as the width needs. A step that did not train (every group skipped: the
-trainer got no samples) shows `–` for the trainer's loss-side metrics instead of its zeros, and
-counts print as integers. `--json` prints the stored object of each step unchanged (`step`,
-`reward`, `reward/<component>`, `train/loss`, ...; names in `looprl.orchestrator.step_metrics`).
+rate, loss, entropy, mismatch KL, grad norm, skipped and dropped groups, the sampling temperature
+when collapse recovery is on, generation tokens/s, step time); `--all` lists every metric the steps
+recorded, one row per metric with the steps as columns, in as many chunks of steps as the width
+needs. A step that did not train (every group skipped: the trainer got no samples) shows `–` for the
+trainer's loss-side metrics instead of its zeros, and counts print as integers. Below the table, a
+line per epoch says what the prompt ledger holds of it (`epoch 2: 312/500 examples trained, 4 dropped
+stale, 11 filtered, 2 failed`; `looprl.store.ledger`). `--json` prints the stored object of each step
+unchanged (`step`, `reward`, `reward/<component>`, `train/loss`, ...; names in
+`looprl.orchestrator.step_metrics`).
 """
 
 from __future__ import annotations
@@ -26,8 +29,13 @@ if TYPE_CHECKING:
 
 COLUMNS = {"reward": "reward", "eval/reward": "eval", "pass_rate": "pass", "train/loss": "loss",
            "train/entropy": "entropy", "train/mismatch_kl": "kl", "train/grad_norm": "grad",
-           "groups_skipped": "skip", "groups_dropped": "drop", "gen_tokens_per_s": "gen tok/s", "step_time_s": "step s"}
-"""The default table's metrics and their column headers; `eval` only when some step evaluated."""
+           "groups_skipped": "skip", "groups_dropped": "drop", "collapse/temperature": "temp",
+           "gen_tokens_per_s": "gen tok/s", "step_time_s": "step s"}
+"""The default table's metrics and their column headers; `OPTIONAL` ones only when some step recorded them."""
+
+OPTIONAL = {"eval/reward", "collapse/temperature"}
+"""Columns shown only when some step recorded them: `eval` (a step evaluated), `temp` (the sampling
+temperature collapse recovery set for the next groups, `[orchestrator.collapse]`)."""
 
 UNTRAINED = {"train/loss", "train/entropy", "train/mismatch_kl", "train/clipped_frac", "train/ref_kl",
              "train/entropy_bonus", "train/grad_norm"}
@@ -82,6 +90,7 @@ def fmt(name: str, v: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from looprl.store.ledger import coverage
     from looprl.store.reader import RunStoreReader
 
     reader = RunStoreReader(args.run_dir)
@@ -102,12 +111,14 @@ def run(args: argparse.Namespace) -> int:
         long_listing(console, steps)
     else:
         console.print(table(steps))
+    for epoch in coverage(reader.ledger(run_info.run_id)):
+        console.print(markup_safe(epoch.line(), lines=False), soft_wrap=True)
     return 0
 
 
 def table(steps: Sequence[dict[str, Any]]) -> Table:
     """The default table: one row per step, the `COLUMNS` that any step recorded."""
-    names = [n for n in COLUMNS if n != "eval/reward" or any(n in row for row in steps)]
+    names = [n for n in COLUMNS if n not in OPTIONAL or any(n in row for row in steps)]
     out = _table("step", [COLUMNS[n] for n in names])
     for row in steps:
         out.add_row(str(row["step"]), *(fmt(n, value(row, n)) for n in names))

@@ -8,17 +8,26 @@ loaded, and an env whose dataset has since changed still re-scores what was run.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from looprl.config import OrchestratorConfig
 from looprl.envs.base_env import BaseEnv
 from looprl.envs.environment import Environment
 from looprl.envs.runtime_api import TranscriptCaps
-from looprl.envs.types import Example
+from looprl.envs.types import Example, RolloutResult
 from looprl.envserver.loading import instantiate, load_env_class
 from looprl.errors import UserError
 from looprl.session.rewards import run_reward_rule
 from looprl.store.records import RolloutRecord, RunInfo
+
+
+@runtime_checkable
+class OfflineScoring(Protocol):
+    """An env that scores a stored rollout again itself, from its framework's record of it (`native_trace`)."""
+
+    async def rescore(self, stored: RolloutResult) -> RolloutResult: ...
+
+    async def aclose(self) -> None: ...
 
 
 def env_spec(run: RunInfo, override: str | None) -> str:
@@ -47,10 +56,12 @@ def load_env(run: RunInfo, override: str | None) -> Environment:
     return instantiate(load_env_class(env_spec(run, override)), env_args(run))
 
 
-def load_base_env(run: RunInfo, override: str | None) -> BaseEnv:
+def load_rescoring_env(run: RunInfo, override: str | None) -> BaseEnv | OfflineScoring:
+    """The env `rescore` runs: a `BaseEnv` (its reward hooks), or one that scores stored rollouts itself."""
     env = load_env(run, override)
-    if not isinstance(env, BaseEnv):
-        raise UserError(f"{type(env).__name__} is not a BaseEnv: only BaseEnv's reward hooks can be re-run")
+    if not isinstance(env, BaseEnv | OfflineScoring):
+        raise UserError(f"{type(env).__name__} is neither a BaseEnv nor an env that re-scores stored rollouts "
+                        "(a verifiers v1 env): its reward code cannot be re-run")
     return env
 
 

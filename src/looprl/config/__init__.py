@@ -17,6 +17,7 @@ from looprl.config.deployment import DeploymentConfig, SlurmConfig
 from looprl.config.env_runtime import EnvRuntimeConfig, LogLimits
 from looprl.config.loading import load_config, merge_arguments, validate
 from looprl.config.orchestrator import (
+    CollapseRecovery,
     DynamicSampling,
     EnvConfig,
     OrchestratorConfig,
@@ -59,6 +60,7 @@ __all__ = [
     "CheckpointConfig",
     "CispoLoss",
     "ClippedLoss",
+    "CollapseRecovery",
     "DeploymentConfig",
     "DynamicSampling",
     "EnvConfig",

@@ -8,6 +8,8 @@ Pydantic only, no torch: the launcher validates the whole config before any proc
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from looprl.config.base import Strict
@@ -64,6 +66,21 @@ class DynamicSampling(Strict):
     when it is reached the step trains on the groups with signal it has."""
 
 
+class CollapseRecovery(Strict):
+    """`[orchestrator.collapse]`: step in when the policy stops exploring (`orchestrator.collapse`): raise
+    the sampling temperature of the next groups until groups regain a learning signal, then decay it back."""
+
+    raise_by: float = Field(0.25, gt=0)
+    """Added to the sampling temperature at each step that still has most groups without signal."""
+    max_temperature: float = Field(1.5, gt=0, le=2)
+    """Highest temperature it raises to (the engines accept up to 2)."""
+    decay_by: float = Field(0.1, gt=0)
+    """Taken off the raised temperature at each step with signal, until it is back at the configured one."""
+    max_attempts: int = Field(4, ge=1)
+    """Raises in a row without a step regaining signal before it gives up (the temperature goes back and the
+    run says the task does not look learnable at these settings)."""
+
+
 class OrchestratorConfig(Strict):
     """`[orchestrator]`: the RL loop's rollouts, rewards, advantages and training batches."""
 
@@ -80,6 +97,20 @@ class OrchestratorConfig(Strict):
     error, because an env may emit a component only on some rollouts (`session.rewards`)."""
     include_failed: bool = False
     """Train on failed rollouts as reward 0 (default: keep them in the store, out of the loss)."""
+    failed_group: Literal["train_rest", "drop"] = "train_rest"
+    """A group with a failed rollout (an operational failure: `env_error`, `timeout`, ...): `train_rest`
+    trains its other rollouts, with the group's baseline over them (the failed one out of the loss, or
+    reward 0 with `include_failed`); `drop` leaves the whole group out (stored, counted in `groups_failed`,
+    `failed` in the prompt ledger), as prime-rl does. `train_rest` is the default because most failures
+    are the infrastructure's (a sandbox down, a worker killed) and say nothing about the reply, so the
+    siblings' signal is sound and their generation is not wasted; choose `drop` when failures depend on
+    what the model did (its tool calls crash the tool, its long loops time out): training the survivors
+    then favours the replies that did not fail. A group whose rollouts all failed is out either way."""
+    max_consecutive_failures: int | None = Field(50, ge=1)
+    """Halt the run when this many rollouts in a row (train and eval, in the order they finished) end in
+    an operational failure: an env or sandbox that stopped working, not one bad example (which fails
+    only its own group). The error names the last failures and where their tracebacks are. None: never
+    halt. The default, 50, is more than six groups of the default `group_size` failing whole in a row."""
     normalize_std: bool = True
     """Divide group advantages by the group's reward std (GRPO, and TRL's default). On a task where
     successes are rare it weighs the one right reply of a group far above the usual spread: on
@@ -88,6 +119,10 @@ class OrchestratorConfig(Strict):
     dynamic_sampling: DynamicSampling | None = None
     """`[orchestrator.dynamic_sampling]`: replace groups without signal by new ones (DAPO); None (the
     default): such groups are skipped and the step trains on the rest."""
+    collapse: CollapseRecovery | None = None
+    """`[orchestrator.collapse]`: recover when most groups carry no signal for several steps in a row while
+    the task is unsolved (docs/training.md, 'Collapse'); None (the default): only warn. Off until the
+    learning matrix (bench/learning.py) shows it better on the worst seed."""
     max_off_policy_steps: int | None = Field(None, ge=0)
     """Largest lag between a rollout's policy and the one being trained; older groups are dropped.
     Unset, `looprl rl` picks by hardware and writes the number into the run's `config.toml`: 0 without a
@@ -117,6 +152,25 @@ class OrchestratorConfig(Strict):
         if self.batch_size % self.group_size:
             raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of group_size ({self.group_size})")
         return self
+
+    @model_validator(mode="after")
+    def _failed_rollouts_rule(self) -> OrchestratorConfig:
+        if self.include_failed and self.failed_group == "drop":
+            raise ValueError("include_failed = true trains failed rollouts as reward 0, failed_group = 'drop' "
+                             "leaves their groups out: choose one")
+        return self
+
+    @model_validator(mode="after")
+    def _room_to_raise(self) -> OrchestratorConfig:
+        if self.collapse and self.collapse.max_temperature <= self.base_temperature:
+            raise ValueError(f"orchestrator.collapse.max_temperature ({self.collapse.max_temperature}) must be above "
+                             f"the sampling temperature ({self.base_temperature}): there is nothing to raise to")
+        return self
+
+    @property
+    def base_temperature(self) -> float:
+        """The sampling temperature of the run (1.0, the engines' default, when the config leaves it unset)."""
+        return 1.0 if self.sampling.temperature is None else self.sampling.temperature
 
     @property
     def groups_per_step(self) -> int:

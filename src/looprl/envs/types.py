@@ -82,6 +82,9 @@ class RolloutResult(BaseModel):
     logs: list[LogRecordData] = Field(default_factory=list)
     logs_dropped: int = 0
     logs_truncated: int = 0
+    native_trace: dict[str, Any] | None = None
+    """An adapted framework's own record of the rollout (a `verifiers.v1` trace), kept so that framework's
+    scoring can run again offline (`looprl rescore`); None for looprl's own envs."""
 
     @property
     def scored(self) -> bool:

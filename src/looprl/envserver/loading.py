@@ -58,11 +58,11 @@ def _import_file(path: Path) -> Any:
 
 def load_env_class(spec: str) -> type[Environment]:
     """The environment class a spec names; a benchmax env comes wrapped in `looprl.interop.benchmax`'s adapter."""
+    from looprl.interop import verifiers
     from looprl.interop.benchmax import adapter, finder
-    from looprl.interop.verifiers import adapter as verifiers_adapter
 
-    if verifiers_adapter.is_verifiers_spec(spec):
-        return verifiers_adapter.env_class(_verifiers_id(spec))
+    if verifiers.is_verifiers_spec(spec):
+        return verifiers.env_class(_verifiers_id(spec))
     finder.install()  # `import benchmax` finds looprl's compatibility layer when no real benchmax is installed
     target, name = _split(spec)
     if target.endswith(".py") or "/" in target or "\\" in target:
@@ -88,13 +88,16 @@ def load_env_class(spec: str) -> type[Environment]:
 def _verifiers_id(spec: str) -> str:
     env_id = spec.partition(":")[2]
     if not env_id:
-        raise UserError(f"bad environment {spec!r}: expected 'vf:ENV_ID', an installed verifiers environment")
+        raise UserError(f"bad environment {spec!r}: expected 'vf:ENV_ID' (or 'vf:owner/name@version'), "
+                        "an installed verifiers environment")
     return env_id
 
 
 def env_name(spec: str) -> str:
-    """A short name for logs and the store: the class name (a verifiers env: its id)."""
-    return _verifiers_id(spec) if spec.startswith("vf:") else _split(spec)[1]
+    """A short name for logs and the store: the class name (a verifiers env: its id, without a Hub owner or version)."""
+    from looprl.interop.verifiers import short_name
+
+    return short_name(_verifiers_id(spec)) if spec.startswith("vf:") else _split(spec)[1]
 
 
 def parse_env_args(text: str | None) -> dict[str, Any]:

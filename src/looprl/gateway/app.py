@@ -116,6 +116,8 @@ class Session:
     upstream: str
     """The engine's base URL this rollout's calls go to."""
     context_budget: int | None = None
+    sampling: SamplingParams | None = None
+    """This rollout's sampling, when the orchestrator set one for it (collapse recovery); else the gateway's."""
     calls: list[ModelCall] = field(default_factory=list)
     context_tokens: int = 0
     """Prompt + completion tokens of the latest successful call."""
@@ -157,9 +159,12 @@ class Gateway:
 
     # sessions --------------------------------------------------------------------------------
 
-    def open_session(self, rollout_id: str, context_budget: int | None = None) -> None:
+    def open_session(self, rollout_id: str, context_budget: int | None = None,
+                     sampling: SamplingParams | None = None) -> None:
+        """`sampling`: this rollout's, instead of the gateway's (set when its group starts, so a change
+        reaches only groups started after it)."""
         self._sessions[rollout_id] = Session(rollout_id, next(self._next_upstream),
-                                             context_budget or self.context_budget)
+                                             context_budget or self.context_budget, sampling)
 
     def close_session(self, rollout_id: str) -> list[ModelCall]:
         """End a rollout's session and return (a copy of) its recorded calls (empty if it never called);
@@ -217,7 +222,7 @@ class Gateway:
                                        error="context_budget_exceeded"))
             return error_response(400, f"rollout context reached its budget of {budget} tokens "
                                        f"({session.context_tokens} used)", "context_budget_exceeded")
-        payload = apply_sampling(body, self.sampling, session.rollout_id, idx)
+        payload = apply_sampling(body, session.sampling or self.sampling, session.rollout_id, idx)
         payload["model"] = self.model
         if budget is not None:  # the prompt holds at least the previous context
             room = budget - session.context_tokens

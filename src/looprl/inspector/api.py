@@ -16,6 +16,8 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from looprl.errors import UserError
 from looprl.inspector import queries
 from looprl.inspector.api_types import (
+    CollapseIntervention,
+    EpochCoverage,
     ExplorationWarning,
     RolloutDetail,
     RolloutPage,
@@ -27,6 +29,8 @@ from looprl.inspector.api_types import (
 )
 from looprl.inspector.catalog import RunCatalog, RunRef
 from looprl.session.collapse import ExplorationWatch
+from looprl.session.collapse_recovery import Intervention
+from looprl.store.ledger import coverage
 from looprl.store.reader import SORT_COLUMNS, RolloutFilter, RunStoreReader
 from looprl.store.records import RolloutRecord, RunInfo
 
@@ -127,9 +131,26 @@ def get_metrics(ref: RunRef = Depends(run_ref)) -> RunMetrics:
             by_step = [] if split == "train" and steps else r.step_rewards(ref.run_id, split)
             splits[split] = SplitStats(rollouts=count, termination_reasons=r.termination_reasons(ref.run_id, split),
                                        by_step=by_step)
+        epochs = [EpochCoverage(epoch=c.epoch, size=c.size, outcomes=c.outcomes, retrained=c.retrained,
+                                redrawn=c.redrawn, resumed_from=c.resumed_from, line=c.line())
+                  for c in coverage(r.ledger(ref.run_id))]
     with ref.source.connection() as conn:
         exploration = exploration_warnings(conn, ref.run_id, steps)
-    return RunMetrics(steps=steps, keys=keys, splits=splits, exploration=exploration)
+    return RunMetrics(steps=steps, keys=keys, splits=splits, exploration=exploration, coverage=epochs,
+                      interventions=collapse_interventions(steps))
+
+
+def collapse_interventions(steps: list[StepMetrics]) -> list[CollapseIntervention]:
+    """Collapse recovery's interventions, from the `collapse/...` metrics of the stored steps."""
+    out, previous = [], None
+    for s in steps:
+        found = Intervention.from_metrics(s.step, s.metrics, previous)
+        if found:
+            out.append(CollapseIntervention(step=found.step, action=found.action, message=found.line(),
+                                            temperature_from=found.temperature_from,
+                                            temperature_to=found.temperature_to))
+        previous = s.metrics.get("collapse/temperature", previous)
+    return out
 
 
 def exploration_warnings(conn: sqlite3.Connection, run_id: str, steps: list[StepMetrics]) -> list[ExplorationWarning]:

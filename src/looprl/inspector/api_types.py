@@ -7,7 +7,7 @@ and is untrusted: the pages render it as text, never as markup.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -114,6 +114,37 @@ class ExplorationWarning(BaseModel):
     """A rollout of that step whose group had no signal, to look at."""
 
 
+class EpochCoverage(BaseModel):
+    """What became of one epoch's training examples, from the prompt ledger (`looprl.store.ledger`)."""
+
+    epoch: int
+    """1 = the first pass over the train split."""
+    size: int
+    """Examples in the split."""
+    outcomes: dict[str, int]
+    """Examples per outcome of their live draw: trained, skipped, filtered, stale, failed, in_flight, cancelled."""
+    retrained: int
+    """Examples trained in a draw a resume undid (its weights were lost), and trained again after it."""
+    redrawn: int
+    """Examples drawn again after a resume undid a draw that had not trained."""
+    resumed_from: list[int]
+    """Checkpoint steps of the resumes that undid draws of the epoch."""
+    line: str
+    """The same in words, as `looprl metrics` prints it."""
+class CollapseIntervention(BaseModel):
+    """A step at which collapse recovery stepped in (`[orchestrator.collapse]`, `session.collapse_recovery`),
+    rebuilt from the step's `collapse/...` metrics."""
+
+    step: int
+    action: Literal["raise", "decay", "give_up", "unlearnable"]
+    """What it did: raised or decayed the sampling temperature, gave up, or reported a task without signal."""
+    temperature_from: float
+    temperature_to: float
+    """The sampling temperature of the groups started after the step."""
+    message: str
+    """The line the orchestrator logged: when, why, what changed."""
+
+
 class RunMetrics(BaseModel):
     """Plots of the run page: step metrics plus per-split statistics of the rollouts."""
 
@@ -123,3 +154,7 @@ class RunMetrics(BaseModel):
     splits: dict[str, SplitStats]
     exploration: list[ExplorationWarning] = []
     """When the policy stopped exploring (`session.collapse`, replayed over the stored steps)."""
+    coverage: list[EpochCoverage] = []
+    """Per epoch of an rl run: what became of its examples (empty for runs without a prompt ledger)."""
+    interventions: list[CollapseIntervention] = []
+    """When collapse recovery stepped in, why and what it changed (empty when it was off)."""

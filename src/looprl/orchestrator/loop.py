@@ -12,9 +12,11 @@ For each step N (from 1):
    gateway records every model call with its token ids and logprobs.
 4. Rewards -> advantages: components weighted into a total (zero-filled across the batch), reward
    minus the group's mean, divided by the group's std with `normalize_std` (the default); failed
-   rollouts stay out of the loss unless `include_failed`; groups with no non-zero advantage are
+   rollouts stay out of the loss unless `include_failed`, and a group with one trains the rest unless
+   `failed_group = "drop"` (a group whose rollouts all failed is out); groups with no non-zero advantage are
    skipped and counted (`no_signal_frac`; most groups so for several steps in a row: a warning,
-   `session.collapse`). With `dynamic_sampling` such groups are replaced by new ones in step 3, up to
+   `session.collapse`; with `[orchestrator.collapse]` the next groups sample hotter until groups regain
+   signal: `session.collapse_recovery`). With `dynamic_sampling` such groups are replaced by new ones in step 3, up to
    `max_extra_groups` per step (`groups_sampled`, `groups_kept`).
 5. Samples from the recorded calls, packed by token budget into `steps/step_N/batch.json`.
 6. Store: the rollouts at once (before the batch is handed over), each with the components it was
@@ -25,8 +27,11 @@ For each step N (from 1):
 
 Env servers, gateway, store writer and reward totals are the run's `RolloutSession`
 (`looprl.session`); env code runs in env server worker processes, never on this process's event loop.
-A checkpoint saves the example order's position after the last example started, so groups still in
-flight when a run stops are not replayed on `--resume`.
+Every example drawn is in the prompt ledger (`orchestrator.ledger`) from the moment its group starts,
+and settled (trained, skipped, filtered, stale, failed) with the step's rollouts, before the batch: a
+`--resume` from checkpoint K goes on from the ledger, drawing again what was in flight or settled after
+K. Failures: `failed_group` decides whether a group with a failed rollout trains the rest (step 4),
+and `max_consecutive_failures` failed rollouts in a row stop the run (`orchestrator.failure_streak`).
 """
 
 from __future__ import annotations
@@ -37,12 +42,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from looprl.config import RLConfig
+from looprl.config import RLConfig, SamplingParams
 from looprl.gateway.app import Gateway
 from looprl.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
 from looprl.handoff.files import POLL_S, write_atomic
 from looprl.orchestrator.example_order import ExampleOrder
+from looprl.orchestrator.failure_streak import FailureStreak
 from looprl.orchestrator.inflight import GroupPool
+from looprl.orchestrator.ledger import PromptLedger, outcome, resume_order
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.step_metrics import first_request, lag_metrics, rollout_metrics, summary_line
 from looprl.orchestrator.token_versions import oldest_version, token_lag_metrics
@@ -52,6 +59,7 @@ from looprl.paths import batch_path, progress_path, rollout_metrics_path, traine
 from looprl.session import Group, RolloutSession
 from looprl.session.advantages import batch_advantages
 from looprl.session.collapse import ExplorationWatch
+from looprl.session.collapse_recovery import CollapseRecovery
 from looprl.session.rewards import UnusedWeights, mark_zero_filled
 from looprl.store.reader import RunStoreReader
 from looprl.trackers import TrackedRun, Trackers, inspector_link, open_trackers
@@ -84,6 +92,13 @@ class Orchestrator:
         """`[log.trackers]`: each stored step's metrics go to them too (started when the run starts)."""
         self.exploration = ExplorationWatch()
         """Warns when most groups carried no signal for several steps in a row (`session.collapse`)."""
+        self.failures = FailureStreak(cfg.orchestrator.max_consecutive_failures)
+        self.ledger: PromptLedger | None = None
+        self.recovery = CollapseRecovery(cfg.orchestrator.collapse, cfg.orchestrator.base_temperature) \
+            if cfg.orchestrator.collapse else None
+        """`[orchestrator.collapse]`: the temperature of the groups started next (`session.collapse_recovery`)."""
+        self.sampling: SamplingParams | None = None
+        """The sampling of the train groups started next, when the recovery has moved it off the run's."""
 
     async def run(self, resume_step: int) -> None:
         cfg, session = self.cfg, self.session
@@ -93,17 +108,20 @@ class Orchestrator:
                     open_trackers, cfg.log.trackers,
                     TrackedRun(self.run_dir.resolve().name, self.run_dir, session.run_id, cfg.model_dump(mode="json")))
                 order = await self._example_order(resume_step)
-                pool: GroupPool[Group] = GroupPool(
-                    lambda: session.roll_out(order.next(), "train", cfg.orchestrator.group_size),
-                    lambda: self.weights.version, cfg.orchestrator.groups_per_step,
-                    cfg.orchestrator.off_policy_steps, oldest_version,
-                    poll_s=POLL_S if cfg.orchestrator.in_flight_updates else None)
+                assert session.writer is not None
+                self.ledger = PromptLedger(session.writer, session.run_id, order)
+                pool: GroupPool[Group] = GroupPool(self.launch_group, lambda: self.weights.version,
+                                                   cfg.orchestrator.groups_per_step, cfg.orchestrator.off_policy_steps,
+                                                   oldest_version,
+                                                   poll_s=POLL_S if cfg.orchestrator.in_flight_updates else None)
+                step = resume_step
                 try:
                     for step in range(resume_step + 1, cfg.max_steps + 1):
                         await self.step(step, order, pool)
                         self.flush_reports()
                 finally:
                     await pool.cancel()
+                    await self.ledger.cancel(f"the run ended at step {step} while its group generated")
                 await self.finish()
         finally:
             self.trackers.finish()
@@ -119,9 +137,29 @@ class Orchestrator:
             self.recover_steps(resume_step)
             state = json.loads(progress_path(self.run_dir, resume_step).read_text()).get("sampler")
             await self.weights.wait_for(resume_step)  # the trainer broadcasts its restored weights
-            get_logger().info("resumed after step {}: engine on weights version {}, example order at {}", resume_step,
-                              self.weights.version, state)
-        return ExampleOrder(dataset, cfg.seed, state)
+        reader = RunStoreReader(self.run_dir)
+        try:
+            entries = reader.ledger(session.run_id)
+        finally:
+            reader.close()
+        if entries and entries[-1].epoch_size != len(dataset):
+            get_logger().warning("the train split has {} examples, the prompt ledger's epochs {}: its positions name "
+                                 "other examples now (env.max_train_examples or the data changed), so the resumed "
+                                 "epoch may repeat or skip some", len(dataset), entries[-1].epoch_size)
+        order = resume_order(dataset, cfg.seed, entries, state)
+        if resume_step:
+            undone = sum(e.undone_at == resume_step for e in entries)
+            get_logger().info("resumed after step {}: engine on weights version {}, example order at {} (epoch {}), "
+                              "{} draws after the checkpoint undone and drawn again", resume_step, self.weights.version,
+                              order.position, order.epoch + 1, undone)
+        return order
+
+    async def launch_group(self) -> Group:
+        """Draw the next example (recorded in the prompt ledger) and roll out its group."""
+        assert self.ledger is not None
+        draw, group_id = await self.ledger.draw()
+        return await self.session.roll_out(draw.example, "train", self.cfg.orchestrator.group_size, group_id=group_id,
+                                            sampling=self.sampling)
 
     async def step(self, step: int, order: ExampleOrder, pool: GroupPool[Group]) -> None:
         cfg, ocfg = self.cfg, self.cfg.orchestrator
@@ -153,36 +191,50 @@ class Orchestrator:
         advantages = batch_advantages(results, ocfg)
 
         # 3. training samples from the recorded calls, packed into micro-batches for the trainer
-        samples, records, breaks = [], [], 0
-        for landed_group, group, adv in zip(sampled, groups, advantages):
+        samples, records, breaks, outcomes = [], [], 0, []
+        for i, (landed_group, group, adv) in enumerate(zip(sampled, groups, advantages)):
+            trained = False
             for (result, calls), reward, advantage in zip(group, adv.rewards, adv.advantages):
                 if advantage is not None and not adv.skipped:
                     built = build_samples(result.rollout_id, calls, advantage, landed_group.started_version)
                     samples += built
                     breaks += max(0, len(built) - 1)
                     if built:
+                        trained = True
                         self.loss_calls[result.rollout_id] = loss_calls(calls)
                 records.append(self.session.record(result, calls, step, reward, None if adv.skipped else advantage))
+            what, why = outcome(adv, [r for r, _ in group], trained, filtered=i >= len(landed.fresh))
+            outcomes.append((group[0][0].group_id, what, why))
         mark_zero_filled(records)  # the batch; dropped groups are in none
         micro_batches = pack(samples, ocfg.token_budget)
         metrics.update(token_lag_metrics(step, samples, groups))
         dropped = [self.session.record(r, calls, step, self.session.score(r))
                    for g in landed.stale for r, calls in g.group]
+        outcomes += [(g.group[0][0].group_id, "stale", f"its oldest token from weights {g.policy_version}, "
+                      f"more than {ocfg.off_policy_steps} behind step {step}") for g in landed.stale]
         await self.session.write(records + dropped)
+        assert self.ledger is not None
+        await self.ledger.settle(step, outcomes)
+        if self.failures.observe([r for g in sampled + landed.stale for r, _ in g.group]):
+            raise self.failures.error(self.run_dir, self.session.env_name)
 
         metrics.update(rollout_metrics(records, ocfg.reward_weights))
-        metrics["groups_skipped"] = float(sum(a.skipped for a in advantages))
+        metrics["groups_skipped"] = float(sum(a.skipped and not a.failed for a in advantages))
+        metrics["groups_failed"] = float(sum(a.failed for a in advantages))
         metrics["groups_sampled"] = float(len(groups))
-        metrics["groups_kept"] = metrics["groups_sampled"] - metrics["groups_skipped"]
+        metrics["groups_kept"] = metrics["groups_sampled"] - metrics["groups_skipped"] - metrics["groups_failed"]
         metrics["no_signal_frac"] = metrics["groups_skipped"] / max(len(groups), 1)
         solved = self.exploration.solved(advantages)
         metrics["groups_solved"] = float(solved)
         stuck = int(metrics["groups_skipped"]) - solved
-        if self.exploration.observe(step, len(groups), stuck):
+        fired = self.exploration.observe(step, len(groups), stuck)
+        if fired:
             example = next((g[0][0].rollout_id for g, a in zip(groups, advantages) if a.skipped and g), None)
             get_logger().warning(self.exploration.warning(
                 step, len(groups), stuck,
                 example and f"{example}: {inspector_link(self.run_dir, self.session.run_id, example)}"))
+        if self.recovery:
+            metrics.update(self.recover(step, fired, len(groups), stuck))
         metrics["samples"], metrics["micro_batches"] = float(len(samples)), float(len(micro_batches))
         metrics["sample_breaks"] = float(breaks)
         metrics["step_time_s"] = time.perf_counter() - started
@@ -192,6 +244,19 @@ class Orchestrator:
         write_atomic(rollout_metrics_path(self.run_dir, step), json.dumps(metrics))
         write_model(batch_path(self.run_dir, step),
                     TrainBatch(step=step, micro_batches=micro_batches, progress={"sampler": order.state()}))
+
+    def recover(self, step: int, fired: bool, sampled: int, stuck: int) -> dict[str, float]:
+        """Collapse recovery after `step`: the sampling of the groups started from now on, its log line
+        and its `collapse/...` metrics."""
+        assert self.recovery is not None
+        intervention = self.recovery.after_step(step, self.exploration, fired, sampled, stuck)
+        if intervention:
+            log = get_logger().info if intervention.action == "decay" else get_logger().warning
+            log(intervention.line())
+            base = self.session.gateway.sampling
+            self.sampling = None if self.recovery.temperature == self.recovery.base else \
+                base.model_copy(update={"temperature": self.recovery.temperature})
+        return self.recovery.metrics() | (intervention.metrics() if intervention else {})
 
     def has_signal(self, group: Group) -> bool:
         """Whether a group's advantages are not all zero (dynamic sampling keeps only those)."""
@@ -208,6 +273,8 @@ class Orchestrator:
         records = [session.record(r, calls, step, session.score(r)) for group in groups for r, calls in group]
         mark_zero_filled(records)
         await session.write(records)
+        if self.failures.observe([r for group in groups for r, _ in group]):
+            raise self.failures.error(self.run_dir, session.env_name)
         stats = rollout_metrics(records, session.reward_weights)
         keep = [k for k in stats if k.startswith("reward") or k == "pass_rate" or k == "completion_len"]
         return {f"eval/{k}": stats[k] for k in keep} | {"eval/policy_version": float(self.weights.version)}

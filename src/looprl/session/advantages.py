@@ -10,7 +10,8 @@ of the loss (advantage None); with `include_failed` they count as reward 0.
 
 A group whose advantages are all zero (every rollout scored alike, or a single scored rollout) has
 no learning signal: it is marked `skipped`, so the orchestrator can leave it out of the batch and
-count it.
+count it. A group whose rollouts all failed, or any of them under `failed_group = "drop"`, is out of
+the batch for its failures: every advantage None, `skipped` and `failed`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class GroupAdvantages:
     """None for rollouts kept out of the loss."""
     skipped: bool
     """True when no rollout of the group has a non-zero advantage."""
+    failed: bool = False
+    """True when the group is out for its failed rollouts (all of them, or one under `failed_group = "drop"`)."""
 
 
 def group_advantages(rewards: Sequence[float | None], normalize_std: bool) -> GroupAdvantages:
@@ -49,8 +52,12 @@ def group_advantages(rewards: Sequence[float | None], normalize_std: bool) -> Gr
 
 def batch_advantages(groups: Sequence[Sequence[RolloutResult]], rule: OrchestratorConfig) -> list[GroupAdvantages]:
     """`group_advantages` of every group of a step, from the rollouts' reward components, by the run's rule."""
-    return [
-        group_advantages([rollout_reward(r, rule.reward_weights, rule.include_failed) for r in group],
-                         rule.normalize_std)
-        for group in groups
-    ]
+    out = []
+    for group in groups:
+        adv = group_advantages([rollout_reward(r, rule.reward_weights, rule.include_failed) for r in group],
+                               rule.normalize_std)
+        failures = sum(not r.scored for r in group)
+        if failures and (failures == len(group) or rule.failed_group == "drop"):
+            adv = GroupAdvantages(adv.rewards, [None] * len(group), skipped=True, failed=True)
+        out.append(adv)
+    return out

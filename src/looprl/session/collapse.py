@@ -7,7 +7,8 @@ it trains on nothing. `ExplorationWatch` follows the share of such groups per st
 `no_signal_frac`): when it is above `share` for `steps` steps in a row, `observe` says so once
 (again only after a step with signal). The orchestrator then logs `warning(...)` (and `looprl rl`
 prints it, naming one such rollout and its inspector page); the inspector's run page replays the
-watch over the stored steps and shows the same line.
+watch over the stored steps and shows the same line. With `[orchestrator.collapse]` the orchestrator
+also acts on it (`session.collapse_recovery`).
 
 A step whose groups without signal all have every rollout at the best reward the run has seen is a
 solved task, not a stuck policy (`groups_solved`): the watch does not count those groups (on the demo
@@ -63,4 +64,5 @@ class ExplorationWatch:
                 f"({without_signal} of {sampled} at step {step}) gave every rollout the same reward, so they "
                 f"taught nothing{f'; e.g. rollout {example}' if example else ''} (docs/training.md, 'Collapse': "
                 "try clip-higher first (trainer.loss.ratio.type = 'clipped', eps_high = 0.28); then an entropy "
-                "bonus, a decaying learning rate, dynamic sampling or a KL term)")
+                "bonus, a decaying learning rate, dynamic sampling or a KL term; [orchestrator.collapse] makes looprl "
+                "raise the sampling temperature until groups regain signal)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Protocol
 
+from looprl.config import SamplingParams
 from looprl.envs.types import DatasetSplit, Example, GroupRequest, RolloutResult
 from looprl.gateway.app import Gateway
 from looprl.store.records import ModelCall
@@ -26,12 +27,15 @@ def new_id() -> str:
 
 async def rollout_group(host: EnvHost, gateway: Gateway, base_url_template: str, example: Example,
                         split: DatasetSplit, group_size: int, model: str,
-                        timeout_s: float | None = None) -> list[tuple[RolloutResult, list[ModelCall]]]:
-    request = GroupRequest(group_id=new_id(), example=example, split=split,
+                        timeout_s: float | None = None, group_id: str | None = None,
+                        sampling: SamplingParams | None = None) -> list[tuple[RolloutResult, list[ModelCall]]]:
+    """`group_id`: the group's id when the caller chose it (the prompt ledger's key), else a new one;
+    `sampling`: the group's own (None: the gateway's)."""
+    request = GroupRequest(group_id=group_id or new_id(), example=example, split=split,
                            rollout_ids=[new_id() for _ in range(group_size)], model=model,
                            base_url_template=base_url_template, timeout_s=timeout_s)
     for rid in request.rollout_ids:
-        gateway.open_session(rid)
+        gateway.open_session(rid, sampling=sampling)
     try:
         results = await host.submit_group(request)
     finally:

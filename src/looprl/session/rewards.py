@@ -103,7 +103,7 @@ class UnusedWeights:
 
 
 def run_reward_rule(kind: str, config: Mapping[str, Any]) -> OrchestratorConfig:
-    """The reward rule a stored run scored with (`reward_weights`, `include_failed`, `normalize_std`),
+    """The reward rule a stored run scored with (`reward_weights`, `include_failed`, `normalize_std`, `failed_group`),
     from its resolved config: an `rl` run's `[orchestrator]`; an `eval` run's `--reward-weights` with
     the default rest. `looprl rescore`, `looprl replay` and the inspector's reward arithmetic use it."""
     if kind == "rl":

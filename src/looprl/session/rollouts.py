@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from looprl.config import SamplingParams
 from looprl.config.env_runtime import EnvRuntimeConfig
 from looprl.envs.types import DatasetSplit, Example, RolloutResult
 from looprl.envserver.host import EnvServerHost
@@ -84,10 +85,13 @@ class RolloutSession:
         dataset = await self.host.create_dataset(split, self.base_dir, max_examples)
         return list(dataset)[:max_examples]
 
-    async def roll_out(self, example: Example, split: DatasetSplit, size: int) -> Group:
-        """`size` sibling rollouts of `example`, each with its recorded model calls."""
+    async def roll_out(self, example: Example, split: DatasetSplit, size: int, group_id: str | None = None,
+                       sampling: SamplingParams | None = None) -> Group:
+        """`size` sibling rollouts of `example`, each with its recorded model calls; `group_id`: the group's id
+        when the caller chose it; `sampling`: the group's own instead of the run's (collapse recovery's raised
+        temperature)."""
         return await rollout_group(self.host, self.gateway, self._url_template, example, split, size,
-                                   self.gateway.model, self.timeout_s)
+                                   self.gateway.model, self.timeout_s, group_id, sampling)
 
     def score(self, result: RolloutResult) -> float | None:
         """The rollout's total reward with the run's `reward_weights`; None for a failed rollout."""

@@ -68,13 +68,23 @@ def _v3_to_v4(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _v4_to_v5(conn: sqlite3.Connection) -> None:
+    """Add the prompt ledger (`ledger`), empty: runs before it recorded no draws (a resume of one goes on
+    from its checkpoint's example position, as it did)."""
+    conn.execute("""CREATE TABLE IF NOT EXISTS ledger (
+        run_id TEXT NOT NULL, group_id TEXT PRIMARY KEY, epoch INTEGER NOT NULL, position INTEGER NOT NULL,
+        example_id TEXT NOT NULL, epoch_size INTEGER NOT NULL, drawn_at REAL NOT NULL, outcome TEXT NOT NULL,
+        step INTEGER, reason TEXT, undone_at INTEGER)""")
+    conn.execute("CREATE INDEX IF NOT EXISTS ledger_by_position ON ledger (run_id, epoch, position)")
+
+
 def _add_policy_versions(conn: sqlite3.Connection) -> None:
     """Add `model_calls.completion_policy_versions` (NULL: not recorded, as for every call made before)."""
     conn.execute("ALTER TABLE model_calls ADD COLUMN completion_policy_versions TEXT")
 
 
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
-    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _add_policy_versions}
+    1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _add_policy_versions}
 """From-version -> migration to the next version."""
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from looprl.envs.types import LogRecordData
 from looprl.errors import UserError
 from looprl.paths import db_path
+from looprl.store.ledger import LedgerEntry
 from looprl.store.migrations import check_known, upgrade_file, user_version
 from looprl.store.records import ModelCall, RolloutRecord, RunInfo
 from looprl.store.schema import ROLLOUT_COLUMNS
@@ -95,6 +96,13 @@ class RunStoreReader:
         rows = self._conn.execute(
             "SELECT step, time, metrics FROM steps WHERE run_id=? ORDER BY step", (run_id,)).fetchall()
         return [{"step": r["step"], "time": r["time"], **json.loads(r["metrics"])} for r in rows]
+
+    def ledger(self, run_id: str) -> list[LedgerEntry]:
+        """The prompt ledger's rows of the run (undone ones included), in epoch and position order."""
+        rows = self._conn.execute(
+            "SELECT group_id, epoch, position, example_id, epoch_size, drawn_at, outcome, step, reason, undone_at "
+            "FROM ledger WHERE run_id=? ORDER BY epoch, position, drawn_at", (run_id,)).fetchall()
+        return [LedgerEntry(**dict(r)) for r in rows]
 
     # rollouts --------------------------------------------------------------------------------
 
@@ -175,6 +183,16 @@ class RunStoreReader:
             f"SELECT {self._columns(transcripts)} FROM rollouts r WHERE group_id=? ORDER BY rowid",
             (group_id,)).fetchall()
         return [self._rollout(r) for r in rows]
+
+    def native_traces(self, rollout_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The framework's own records of these rollouts (`RolloutResult.native_trace`), for those that have one."""
+        marks = ", ".join("?" * len(rollout_ids))
+        try:
+            rows = self._conn.execute(f"SELECT rollout_id, trace FROM rollout_traces WHERE rollout_id IN ({marks})",
+                                      rollout_ids).fetchall()
+        except sqlite3.OperationalError:  # a store no writer has opened since the table was added
+            return {}
+        return {rollout_id: json.loads(trace) for rollout_id, trace in rows}
 
     def model_calls(self, rollout_id: str) -> list[ModelCall]:
         rows = self._conn.execute(

@@ -14,20 +14,26 @@ Tables
   (they counted as 0), `reward` the aggregated total.
 - `model_calls`: every model call a rollout made through the gateway, with token ids and logprobs;
   `trainer_logprobs` is set once the trainer has trained on the call (its report for the step);
-  `completion_policy_versions` names the weights version that sampled each completion token (schema 5).
+  `completion_policy_versions` names the weights version that sampled each completion token (schema 6).
 - `rollout_logs`: the stdlib `logging` records attributed to each rollout.
+- `rollout_traces`: an adapted framework's own record of a rollout (`RolloutResult.native_trace`: a
+  `verifiers.v1` trace), for `looprl rescore`; only rollouts that have one. A store written before it
+  existed gains the (empty) table when a writer opens it; readers treat its absence as no traces.
 - `rollouts_fts`, `rollout_logs_fts`: full-text indexes (FTS5, trigram tokenizer, so any substring
   matches) over transcripts and log messages. They are external-content tables (the text lives once, in
   `rollouts` and `rollout_logs`), so triggers on insert, delete and update keep them in sync: without the
   delete trigger a resumed run's deleted rollouts stayed in the index, and a new row that reused their
   rowid matched their text (schema 4 added it).
+- `ledger`: the prompt ledger (schema 5): one row per training example drawn (a group), with its epoch,
+  its position in the epoch's order and what became of it; rows a resume undid stay, marked
+  (`looprl.store.ledger`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,26 @@ CREATE TABLE IF NOT EXISTS rollout_logs (
 );
 CREATE INDEX IF NOT EXISTS rollout_logs_by_rollout ON rollout_logs (rollout_id, time);
 CREATE INDEX IF NOT EXISTS rollout_logs_by_level ON rollout_logs (run_id, level);
+
+CREATE TABLE IF NOT EXISTS ledger (
+    run_id      TEXT NOT NULL,
+    group_id    TEXT PRIMARY KEY,            -- the draw: its rollouts' group_id
+    epoch       INTEGER NOT NULL,            -- 1 = the first pass over the train split
+    position    INTEGER NOT NULL,            -- index in the epoch's shuffled order
+    example_id  TEXT NOT NULL,
+    epoch_size  INTEGER NOT NULL,            -- examples in the split
+    drawn_at    REAL NOT NULL,
+    outcome     TEXT NOT NULL,               -- in_flight | trained | skipped | filtered | stale | failed | cancelled
+    step        INTEGER,                     -- the step that settled it
+    reason      TEXT,                        -- why it did not train
+    undone_at   INTEGER                      -- K: a resume from checkpoint K undid it
+);
+CREATE INDEX IF NOT EXISTS ledger_by_position ON ledger (run_id, epoch, position);
+CREATE TABLE IF NOT EXISTS rollout_traces (
+    rollout_id  TEXT PRIMARY KEY,
+    run_id      TEXT NOT NULL,
+    trace       TEXT NOT NULL                -- JSON: the framework's record of the rollout
+);
 
 CREATE VIRTUAL TABLE IF NOT EXISTS rollouts_fts USING fts5(
     messages, content='rollouts', content_rowid='rowid', tokenize='trigram');

@@ -2,7 +2,8 @@
 
 Creates `looprl.db` (WAL, `busy_timeout`) or migrates an older one (`migrations.upgrade`), and
 appends runs, steps, rollouts with their model calls and log records (and, once the trainer reports
-a step, its logprobs on the calls it trained); a rollout's columns are
+a step, its logprobs on the calls it trained), and keeps the prompt ledger (`looprl.store.ledger`);
+a rollout's columns are
 `schema.ROLLOUT_COLUMNS`, read from the `RolloutRecord` attributes of the same names. Each
 `write_rollouts` call is one transaction, so readers never see a rollout without its logs. Calls are
 synchronous and short; async callers run them with `asyncio.to_thread` (the internal lock makes that
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from looprl.paths import db_path
+from looprl.store.ledger import LedgerEntry
 from looprl.store.migrations import upgrade
 from looprl.store.records import RolloutRecord, RunInfo
 from looprl.store.schema import ROLLOUT_COLUMNS
@@ -85,11 +87,14 @@ class RunStoreWriter:
             )
 
     def delete_steps_after(self, run_id: str, step: int) -> None:
-        """Forget everything recorded after `step` (used on resume, so no step is duplicated)."""
+        """Forget everything recorded after `step` (used on resume, so no step is duplicated), and mark
+        the ledger's draws settled after it or never settled as undone by this resume (they stay)."""
         with self._lock, self._transaction():
+            self._conn.execute("UPDATE ledger SET undone_at=? WHERE run_id=? AND undone_at IS NULL "
+                               "AND (step IS NULL OR step>?)", (step, run_id, step))
             ids = [r[0] for r in self._conn.execute(
                 "SELECT rollout_id FROM rollouts WHERE run_id=? AND step>?", (run_id, step))]
-            for table in ("model_calls", "rollout_logs"):
+            for table in ("model_calls", "rollout_logs", "rollout_traces"):
                 self._conn.executemany(f"DELETE FROM {table} WHERE rollout_id=?", [(i,) for i in ids])
             self._conn.execute("DELETE FROM rollouts WHERE run_id=? AND step>?", (run_id, step))
             self._conn.execute("DELETE FROM steps WHERE run_id=? AND step>?", (run_id, step))
@@ -113,6 +118,36 @@ class RunStoreWriter:
             self._conn.executemany("UPDATE model_calls SET trainer_logprobs=? WHERE rollout_id=? AND idx=?",
                                    [(_json(values), rollout_id, idx) for rollout_id, idx, values in calls])
 
+    def record_draws(self, run_id: str, entries: Iterable[LedgerEntry]) -> None:
+        """Add draws to the ledger (as they start: `in_flight`)."""
+        with self._lock, self._transaction():
+            self._conn.executemany(
+                "INSERT INTO ledger (run_id, group_id, epoch, position, example_id, epoch_size, drawn_at, outcome, "
+                "step, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(run_id, e.group_id, e.epoch, e.position, e.example_id, e.epoch_size, e.drawn_at, e.outcome,
+                  e.step, e.reason) for e in entries])
+
+    def settle_draws(self, run_id: str, outcomes: Iterable[tuple[str, str, int | None, str | None]]) -> None:
+        """Record `(group_id, outcome, step, reason)` for draws of the ledger, in one transaction that is on
+        disk when this returns: the WAL is synced at its commit (`synchronous=FULL` for it alone), and with it
+        every earlier commit, so a checkpoint written after it never outlives the outcomes it implies, even
+        across a power loss (the other commits, `synchronous=NORMAL`, survive a crash of the process only)."""
+        with self._lock:
+            self._conn.execute("PRAGMA synchronous=FULL")
+            try:
+                with self._transaction():
+                    self._conn.executemany(
+                        "UPDATE ledger SET outcome=?, step=?, reason=? WHERE run_id=? AND group_id=?",
+                        [(outcome, step, reason, run_id, group_id) for group_id, outcome, step, reason in outcomes])
+            finally:
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+
+    def cancel_draws(self, run_id: str, reason: str) -> None:
+        """Mark the draws still in flight as `cancelled` (the run ended or stopped while they generated)."""
+        with self._lock, self._transaction():
+            self._conn.execute("UPDATE ledger SET outcome='cancelled', reason=? WHERE run_id=? AND "
+                               "outcome='in_flight' AND undone_at IS NULL", (reason, run_id))
+
     def _insert_rollout(self, r: RolloutRecord) -> None:
         self._conn.execute(_INSERT_ROLLOUT, [_json(getattr(r, c.name)) if c.json else getattr(r, c.name)
                                              for c in ROLLOUT_COLUMNS])
@@ -132,6 +167,9 @@ class RunStoreWriter:
             [(r.run_id, r.rollout_id, rec.time, rec.level, rec.level_name, rec.logger, rec.message,
               rec.pathname, rec.lineno, rec.func, rec.exception) for rec in r.logs],
         )
+        if r.native_trace is not None:
+            self._conn.execute("INSERT INTO rollout_traces (rollout_id, run_id, trace) VALUES (?, ?, ?)",
+                               (r.rollout_id, r.run_id, _json(r.native_trace)))
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self._conn)

@@ -67,3 +67,27 @@ def test_large_number_asks_about_as_many_yes_as_no():
         assert r["answer"] == ("yes" if number > 50 else "no")
     assert {r["prompt_messages"][-1]["content"] for r in rows}.isdisjoint(
         r["prompt_messages"][-1]["content"] for r in held_out)
+
+
+@pytest.mark.parametrize("reply,correct", [
+    ("Mango", 1.0),
+    (" \"apple\".\n", 1.0),
+    ("forget-me-not", 1.0),
+    ("Apple is a fruit.", 0.0),
+    ("Sure! Mango", 0.0),
+    ("Red apple", 0.0),
+    ("42", 0.0),
+    ("", 0.0),
+])
+def test_one_word_rewards_a_single_word_alone(reply, correct):
+    assert example("one_word").score(reply, {}) == {"correct": correct}
+
+
+def test_one_word_holds_out_distinct_prompts():
+    import asyncio
+
+    env = example("one_word").OneWordEnv()
+    rows = [e.payload["prompt_messages"][-1]["content"] for e in asyncio.run(env.create_dataset("train", ROOT))]
+    held_out = [e.payload["prompt_messages"][-1]["content"] for e in asyncio.run(env.create_dataset("eval", ROOT))]
+    assert len(rows) == 80 and len(held_out) == 20 and len(set(rows)) == 80
+    assert set(rows).isdisjoint(held_out)

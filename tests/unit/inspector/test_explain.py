@@ -8,6 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from looprl.inspector.app import create_app
+from looprl.store.ledger import LedgerEntry
+from looprl.store.writer import RunStoreWriter
 
 API = "/api/runs/toy-run"
 
@@ -95,6 +97,33 @@ def test_run_page_metrics_replay_the_stopped_exploring_warning(run_dir):
 
 def test_no_exploration_warning_without_group_counts(client):
     assert client.get(f"{API}/metrics").json()["exploration"] == []
+
+
+def test_run_page_metrics_carry_each_epochs_coverage_from_the_prompt_ledger(run_dir):
+    writer = RunStoreWriter(run_dir)
+    writer.record_draws("run-1", [LedgerEntry(group_id=f"d{i}", epoch=1, position=i, example_id=str(i),
+                                                epoch_size=3, drawn_at=float(i)) for i in range(3)])
+    writer.settle_draws("run-1", [("d0", "trained", 1, None), ("d1", "stale", 1, "old weights")])
+    writer.close()
+    with TestClient(create_app([run_dir]), base_url="http://127.0.0.1:8765") as c:
+        [epoch] = c.get(f"{API}/metrics").json()["coverage"]
+    assert epoch["outcomes"] == {"trained": 1, "stale": 1, "in_flight": 1} and epoch["size"] == 3
+    assert epoch["line"] == "epoch 1: 1/3 examples trained, 1 dropped stale, 1 in flight"
+def test_run_page_marks_collapse_recovery_interventions(run_dir):
+    """When looprl stepped in (`[orchestrator.collapse]`), why and what it changed, from the step metrics."""
+    stored = {0: {"collapse/temperature": 1.0, "collapse/attempt": 0.0},
+              1: {"collapse/temperature": 1.25, "collapse/attempt": 1.0, "collapse/raise": 1.0},
+              2: {"collapse/temperature": 1.15, "collapse/attempt": 0.0, "collapse/decay": 1.0}}
+    with sqlite3.connect(run_dir / "looprl.db") as db:
+        for step, metrics in stored.items():
+            db.execute("UPDATE steps SET metrics=? WHERE step=?",
+                       (json.dumps({"groups_sampled": 4, "groups_skipped": 4 if step < 2 else 1, **metrics}), step))
+    with TestClient(create_app([run_dir]), base_url="http://127.0.0.1:8765") as c:
+        marks = c.get(f"{API}/metrics").json()["interventions"]
+    assert [(m["step"], m["action"], m["temperature_from"], m["temperature_to"]) for m in marks] == [
+        (1, "raise", 1.0, 1.25), (2, "decay", 1.25, 1.15)]
+    assert marks[0]["message"] == ("collapse recovery: 4 of 4 groups at step 1 without signal, policy not exploring; "
+                                   "sampling temperature of the next groups 1 -> 1.25 (raise 1)")
 
 
 def test_tokens_carry_the_policy_version_of_each_token(run_dir):

@@ -11,11 +11,15 @@ from tests.support.scripted_server import ScriptedServer
 
 from looprl.commands.eval.run import EvalRunConfig, run_eval
 from looprl.config import EnvRuntimeConfig, RLConfig
-from looprl.envs.types import RolloutResult
+from looprl.envs.types import Example, RolloutResult
+from looprl.orchestrator.example_order import ExampleOrder
+from looprl.orchestrator.failure_streak import FailureStreak
 from looprl.orchestrator.inflight import Collected, Landed
+from looprl.orchestrator.ledger import PromptLedger
 from looprl.orchestrator.loop import Orchestrator
 from looprl.session import RolloutSession
 from looprl.session.collapse import ExplorationWatch
+from looprl.session.collapse_recovery import CollapseRecovery
 from looprl.session.rewards import UnusedWeights, mark_zero_filled
 from looprl.store.reader import RunStoreReader
 from looprl.store.records import RolloutRecord
@@ -77,12 +81,18 @@ def step_only(tmp_path: Path, **orchestrator) -> Orchestrator:
     orch.cfg = RLConfig(env={"source": "x.py:E"}, max_steps=2,
                         orchestrator={"batch_size": 4, "group_size": 2, "max_off_policy_steps": 1,
                                       "eval": {"interval": 0}, **orchestrator})
-    orch.run_dir, orch.pending = tmp_path, {}
+    orch.run_dir, orch.pending, orch.loss_calls = tmp_path, {}, {}
     orch.unused_weights = UnusedWeights({})
     orch.session = RolloutSession.__new__(RolloutSession)  # records and writes only
     orch.session.run_id, orch.session.env_name, orch.session.reward_weights = "run", "toy", {}
     orch.weights, orch.session.writer = FakeWeights(), RunStoreWriter(tmp_path)
     orch.exploration = ExplorationWatch()
+    orch.failures = FailureStreak(orch.cfg.orchestrator.max_consecutive_failures)
+    examples = [Example(id=f"e{i}", payload={"prompt_messages": [{"role": "user", "content": "hi"}]}) for i in range(4)]
+    orch.ledger = PromptLedger(orch.session.writer, "run", ExampleOrder(examples, seed=0))
+    ocfg = orch.cfg.orchestrator
+    orch.recovery = CollapseRecovery(ocfg.collapse, ocfg.base_temperature) if ocfg.collapse else None
+    orch.sampling = None
     return orch
 
 

@@ -33,7 +33,7 @@ def version(run: Path) -> int:
 
 
 def test_fixtures_are_schema_1():
-    assert SCHEMA_VERSION == 5 and version(V1 / "eval") == 1 and version(V1 / "rl") == 1
+    assert SCHEMA_VERSION == 6 and version(V1 / "eval") == 1 and version(V1 / "rl") == 1
 
 
 def test_reader_migrates_an_eval_store_once(tmp_path):
@@ -69,7 +69,7 @@ def test_a_schema_2_store_gains_trainer_logprobs(tmp_path):
     RunStoreWriter(run).close()
     with sqlite3.connect(run / "looprl.db") as db:
         db.execute("ALTER TABLE model_calls DROP COLUMN trainer_logprobs")
-        db.execute("ALTER TABLE model_calls DROP COLUMN completion_policy_versions")  # schema 5's
+        db.execute("ALTER TABLE model_calls DROP COLUMN completion_policy_versions")  # schema 6's
         db.execute("PRAGMA user_version=2")
     writer = RunStoreWriter(run)
     writer.write_trainer_logprobs([("train-0-1", 0, [-0.5, -1.25])])
@@ -79,13 +79,28 @@ def test_a_schema_2_store_gains_trainer_logprobs(tmp_path):
     assert [c.trainer_logprobs for c in calls] == [[-0.5, -1.25], None]
 
 
-def test_a_schema_4_store_gains_policy_versions(tmp_path):
-    """Schema 4 lacked `model_calls.completion_policy_versions`: 4 -> 5 adds it, NULL for the calls made before."""
+def test_a_schema_4_store_gains_an_empty_ledger(tmp_path, capsys):
+    """Schema 4 had no prompt ledger: 4 -> 5 adds the table, empty (`looprl metrics` then shows no epochs)."""
+    run = copy("rl", tmp_path)
+    RunStoreWriter(run).close()
+    with sqlite3.connect(run / "looprl.db") as db:
+        db.execute("DROP TABLE ledger")
+        db.execute("ALTER TABLE model_calls DROP COLUMN completion_policy_versions")  # schema 6's
+        db.execute("PRAGMA user_version=4")
+    reader = RunStoreReader(run)
+    assert version(run) == SCHEMA_VERSION and reader.ledger("run-1") == []
+    reader.close()
+    assert main(["metrics", str(run)]) == 0
+    assert "epoch" not in capsys.readouterr().out
+
+
+def test_a_schema_5_store_gains_policy_versions(tmp_path):
+    """Schema 5 lacked `model_calls.completion_policy_versions`: 5 -> 6 adds it, NULL for the calls made before."""
     run = copy("rl", tmp_path)
     RunStoreWriter(run).close()
     with sqlite3.connect(run / "looprl.db") as db:
         db.execute("ALTER TABLE model_calls DROP COLUMN completion_policy_versions")
-        db.execute("PRAGMA user_version=4")
+        db.execute("PRAGMA user_version=5")
     RunStoreWriter(run).close()
     assert version(run) == SCHEMA_VERSION
     assert [c.completion_policy_versions for c in RunStoreReader(run).model_calls("train-0-1")] == [None, None]

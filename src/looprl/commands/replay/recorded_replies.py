@@ -3,7 +3,8 @@
 A stored rollout keeps its transcript and, per model call, the status and finish reason the gateway
 recorded. Call k of the replay gets the k-th recorded answer (the k-th assistant message of the
 transcript, or the recorded error, so a `context_exceeded` ends the same way), on the same
-per-rollout URL shape as the gateway (`/sessions/{rollout_id}/v1`). Each request's messages are
+per-rollout URL shape as the gateway (`/sessions/{rollout_id}/v1`), streamed to a client that asks for a
+stream as the gateway streams. Each request's messages are
 compared with what the recorded call was sent; the first call that differs, or a call the recording
 lacks (answered with HTTP 409), is where the replay diverged.
 """
@@ -19,11 +20,12 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from looprl.envs.types import Message
 from looprl.gateway.app import error_response
 from looprl.store.records import ModelCall, RolloutRecord
+from looprl.utils.chat_stream import HEADERS, MEDIA_TYPE, stream_body, stream_request
 
 CONTEXT_ERRORS = ("context_budget_exceeded", "context_length_exceeded")
 
@@ -68,9 +70,23 @@ def recorded_calls(record: RolloutRecord) -> list[RecordedCall]:
     return calls
 
 
+def _normalized(message: Message) -> Message:
+    """The message without what OpenAI clients spell differently and mean the same by: a key that is null (or
+    left out), a streamed tool call's `index` (verifiers' harnesses send both shapes)."""
+    out = {k: v for k, v in message.items() if v is not None}
+    if isinstance(out.get("tool_calls"), list):
+        out["tool_calls"] = [{k: v for k, v in call.items() if k != "index"} if isinstance(call, dict) else call
+                             for call in out["tool_calls"]]
+    return out
+
+
+def _same(sent: list[Message], recorded: list[Message]) -> bool:
+    return len(sent) == len(recorded) and all(_normalized(a) == _normalized(b) for a, b in zip(sent, recorded))
+
+
 def _first_difference(sent: list[Message], recorded: list[Message]) -> int:
     for i, (a, b) in enumerate(zip(sent, recorded)):
-        if a != b:
+        if _normalized(a) != _normalized(b):
             return i
     return min(len(sent), len(recorded))
 
@@ -98,7 +114,7 @@ class ReplayServer:
         call = recording.calls[recording.served]
         recording.served += 1
         sent = body.get("messages") or []
-        if sent != call.messages and recording.divergence is None:
+        if not _same(sent, call.messages) and recording.divergence is None:
             at = _first_difference(sent, call.messages)
             recording.divergence = (f"turn {turn}: the request's message {at} differs from the recorded one "
                                     f"({len(sent)} messages sent, {len(call.messages)} recorded); "
@@ -116,7 +132,12 @@ class ReplayServer:
 
         @app.post("/sessions/{rollout_id}/v1/chat/completions")
         async def chat(rollout_id: str, request: Request) -> Any:
-            return self.answer(rollout_id, await request.json())
+            body = await request.json()
+            answer = self.answer(rollout_id, body)
+            stream, include_usage = stream_request(body)
+            if stream and isinstance(answer, dict):  # a client that streams (verifiers' harnesses always do)
+                return Response(stream_body(answer, include_usage), media_type=MEDIA_TYPE, headers=HEADERS)
+            return answer
 
         return app
 

@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from looprl.commands.rescore.rescoring import rescore
-    from looprl.commands.stored import env_spec, load_base_env, reward_settings
+    from looprl.commands.stored import env_spec, load_rescoring_env, reward_settings
+    from looprl.envs.base_env import BaseEnv
     from looprl.envserver.capture import install_capture
     from looprl.errors import UserError
     from looprl.store.reader import RolloutFilter, RunStoreReader
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     first = next(chunks, [])
     if not first:
         raise UserError(f"no rollouts in {args.run_dir} match")
-    env = load_base_env(run_info, args.env)
+    env = load_rescoring_env(run_info, args.env)
     settings = reward_settings(run_info)
     install_capture(args.log_level)
     groups: list[list[Rescored]] = []
@@ -87,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             records = first
             while records:
+                if not isinstance(env, BaseEnv):  # it re-scores from the records its framework kept
+                    traces = reader.native_traces([r.rollout_id for r in records])
+                    records = [r.model_copy(update={"native_trace": traces.get(r.rollout_id)}) for r in records]
                 for group in await rescore(env, records, settings, concurrency=args.concurrency):
                     keep(group)
                 records = await asyncio.to_thread(next, chunks, [])

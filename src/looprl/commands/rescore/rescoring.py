@@ -7,6 +7,9 @@ captured per rollout. Totals and advantages then follow the run's own rule
 (`session.advantages`). Rollouts that failed before they could be scored (a model or tool
 error, a timeout) are left as they were; those whose reward hook failed are scored again.
 Nothing is written: the store is opened read-only.
+
+An env whose framework scores its own rollouts (`OfflineScoring`: the verifiers v1 adapter) re-scores each
+stored rollout from the record it kept of it (`native_trace`), one rollout at a time.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import asyncio
 import math
 from dataclasses import dataclass, field
 
-from looprl.commands.stored import stored_example
+from looprl.commands.stored import OfflineScoring, stored_example
 from looprl.config import OrchestratorConfig
 from looprl.envs.base_env import BaseEnv
 from looprl.envs.failures import RolloutFailure
@@ -58,7 +61,7 @@ def rescorable(record: RolloutRecord) -> bool:
     return record.scored or record.termination_reason in RESCORABLE_FAILURES
 
 
-async def rescore(env: BaseEnv, records: list[RolloutRecord], settings: OrchestratorConfig, *,
+async def rescore(env: BaseEnv | OfflineScoring, records: list[RolloutRecord], settings: OrchestratorConfig, *,
                   concurrency: int = 64, limits: LogLimits | None = None) -> list[list[Rescored]]:
     """Every group of `records` (grouped by `group_id`, in stored order) re-scored, with new totals
     and advantages. At most `concurrency` groups are scored at once."""
@@ -79,7 +82,10 @@ async def rescore(env: BaseEnv, records: list[RolloutRecord], settings: Orchestr
     return rescored
 
 
-async def _rescore_group(env: BaseEnv, records: list[RolloutRecord], limits: LogLimits | None) -> list[Rescored]:
+async def _rescore_group(env: BaseEnv | OfflineScoring, records: list[RolloutRecord],
+                         limits: LogLimits | None) -> list[Rescored]:
+    if not isinstance(env, BaseEnv):
+        return [await _rescore_native(env, record, limits) for record in records]
     scorable = [r for r in records if rescorable(r)]
     rollouts: dict[str, BaseRollout] = {}
     if scorable:
@@ -127,3 +133,16 @@ async def _score(env: BaseEnv, rollout: BaseRollout) -> None:
             await score_rollout(env, rollout)
         except RolloutFailure as e:
             rollout.fail(e.reason, e.message)
+
+
+async def _rescore_native(env: OfflineScoring, record: RolloutRecord, limits: LogLimits | None) -> Rescored:
+    if not rescorable(record):
+        return Rescored(before=record, after=record, rescored=False)
+    buffer = open_capture(record.rollout_id, limits)
+    try:
+        result = await env.rescore(record)
+    finally:
+        close_capture(record.rollout_id)
+    after = record.model_copy(update={"rewards": result.rewards, "termination_reason": result.termination_reason,
+                                      "error": result.error, "logs": buffer.records})
+    return Rescored(before=record, after=after, rescored=True, logs=buffer.records)

@@ -62,7 +62,13 @@ function renderHead() {
     (metrics.exploration || []).map((w) => h("div", { class: "note warn", dataset: { part: "exploration" } },
       `Step ${w.step}: ${w.message}`,
       w.rollout_id ? [" · ", h("a", { href: `/runs/${encodeURIComponent(s.id)}/rollouts/${encodeURIComponent(w.rollout_id)}`,
-        text: "a group without signal" })] : null)));
+        text: "a group without signal" })] : null)),
+    // the prompt ledger: what became of each epoch's examples
+    (metrics.coverage || []).map((c) => h("div", { class: "note", dataset: { part: "coverage" }, text: c.line }))),
+    // collapse recovery's interventions ([orchestrator.collapse]): when looprl stepped in, why, what it changed
+    (metrics.interventions || []).map((m) => h("div", {
+      class: `note${m.action === "decay" ? "" : " warn"}`, dataset: { part: "collapse", action: m.action },
+    }, `Step ${m.step}: ${m.message}`)));
 }
 
 function renderTabs() {

@@ -1,4 +1,4 @@
-"""An installed verifiers environment package, `vf:ENV_ID`, as a looprl `Environment`.
+"""An installed classic verifiers environment package (verifiers 0.3.x), `vf:ENV_ID`, as a looprl `Environment`.
 
 `env_class("reverse-text")` makes a looprl environment class whose instances call verifiers'
 `load_environment("reverse-text", **env_args)`. Its dataset (`get_dataset`, `get_eval_dataset`)
@@ -26,12 +26,6 @@ from looprl.envs.dataset import Dataset
 from looprl.envs.environment import Environment
 from looprl.envs.logging import attribute_to
 from looprl.envs.types import SCORED_REASONS, DatasetSplit, Example, GroupRequest, Message, RolloutResult
-
-SPEC_PREFIX = "vf:"
-
-
-def is_verifiers_spec(spec: str) -> bool:
-    return spec.startswith(SPEC_PREFIX)
 
 
 def env_class(env_id: str) -> type[Environment]:

@@ -1,0 +1,3 @@
+from add_tool_v1.taskset import AddToolTaskset
+
+__all__ = ["AddToolTaskset"]

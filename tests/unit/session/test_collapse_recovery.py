@@ -1,0 +1,85 @@
+"""Collapse recovery: raise the temperature when the watch fires, again while still stuck, decay it once
+groups have signal, give up after a bounded number of raises; a solved task and a task without any
+signal since the start do not trigger it."""
+
+from looprl.config import CollapseRecovery as RecoveryConfig
+from looprl.session.advantages import GroupAdvantages
+from looprl.session.collapse import ExplorationWatch
+from looprl.session.collapse_recovery import CollapseRecovery, Intervention
+
+
+def drive(recovery: CollapseRecovery, watch: ExplorationWatch, steps: list[list[tuple[float, ...]]]):
+    """Feed each step's groups (their rewards) through the watch and the recovery, as the orchestrator does;
+    returns each step's intervention (or None) and the temperature after it."""
+    out = []
+    for step, groups in enumerate(steps, 1):
+        advantages = [GroupAdvantages(list(g), [0.0] * len(g), skipped=len(set(g)) == 1) for g in groups]
+        stuck = sum(a.skipped for a in advantages) - watch.solved(advantages)
+        fired = watch.observe(step, len(groups), stuck)
+        out.append((recovery.after_step(step, watch, fired, len(groups), stuck), recovery.temperature))
+    return out
+
+
+COLLAPSED = [(1.0, 1.0), (0.0, 0.0)]
+"""A policy answering alike: one group right by luck, one wrong (a yes/no task's collapse)."""
+SIGNAL = [(1.0, 0.0), (0.0, 0.0)]
+
+
+def test_detect_raise_decay():
+    recovery = CollapseRecovery(RecoveryConfig(raise_by=0.25, max_temperature=1.4, decay_by=0.1), 1.0)
+    seen = drive(recovery, ExplorationWatch(steps=3), [COLLAPSED] * 5 + [SIGNAL] * 5)
+    actions = [(i.action if i else None, t) for i, t in seen]
+    assert actions == [(None, 1.0), (None, 1.0), ("raise", 1.25), ("raise", 1.4), ("raise", 1.4),
+                       ("decay", 1.3), ("decay", 1.2), ("decay", 1.1), ("decay", 1.0), (None, 1.0)]
+    raise_ = seen[2][0]
+    assert raise_.line() == ("collapse recovery: 2 of 2 groups at step 3 without signal, policy not exploring; "
+                             "sampling temperature of the next groups 1 -> 1.25 (raise 1)")
+    assert "held at its maximum" in seen[4][0].line()
+    assert recovery.metrics() == {"collapse/temperature": 1.0, "collapse/attempt": 0.0}
+
+
+def test_gives_up_after_bounded_raises_and_says_so():
+    recovery = CollapseRecovery(RecoveryConfig(raise_by=0.5, max_temperature=2.0, max_attempts=2), 1.0)
+    seen = drive(recovery, ExplorationWatch(steps=2), [COLLAPSED] * 8)
+    assert [(i.action if i else None, t) for i, t in seen] == [
+        (None, 1.0), ("raise", 1.5), ("raise", 2.0), ("give_up", 1.0), (None, 1.0), (None, 1.0), (None, 1.0),
+        (None, 1.0)]
+    line = seen[3][0].line()
+    assert "gave up" in line and "after 2 raises up to temperature 2" in line and "not look learnable" in line
+    assert recovery.gave_up and recovery.metrics()["collapse/temperature"] == 1.0
+
+
+def test_a_solved_task_is_no_collapse():
+    recovery = CollapseRecovery(RecoveryConfig(), 1.0)
+    seen = drive(recovery, ExplorationWatch(steps=2), [SIGNAL] + [[(1.0, 1.0), (1.0, 1.0)]] * 6)
+    assert all(i is None for i, _ in seen) and recovery.temperature == 1.0
+
+
+def test_no_signal_since_the_start_is_reported_unlearnable_not_masked():
+    recovery = CollapseRecovery(RecoveryConfig(), 1.0)
+    seen = drive(recovery, ExplorationWatch(steps=3), [[(0.0, 0.0), (0.0, 0.0)]] * 9)
+    reported = [i for i, _ in seen if i]
+    assert [i.action for i in reported] == ["unlearnable"] and reported[0].step == 3
+    assert "not learnable at these settings" in reported[0].line()
+    assert {t for _, t in seen} == {1.0}  # no intervention
+
+
+def test_intervention_rebuilt_from_stored_metrics():
+    """The inspector's mark: the same intervention, from the step's stored metrics."""
+    recovery = CollapseRecovery(RecoveryConfig(raise_by=0.5), 0.0)
+    [*_, (raised, _)] = drive(recovery, ExplorationWatch(steps=3), [COLLAPSED] * 3)
+    metrics = {"groups_sampled": 2.0, "groups_skipped": 2.0, "groups_solved": 0.0, **recovery.metrics(),
+               **raised.metrics()}
+    assert Intervention.from_metrics(3, metrics, 0.0) == raised
+    assert Intervention.from_metrics(2, {"collapse/temperature": 0.0, "collapse/attempt": 0.0}, 0.0) is None
+
+
+def test_config_needs_room_above_the_sampling_temperature():
+    import pytest
+    from pydantic import ValidationError
+
+    from looprl.config import OrchestratorConfig
+
+    assert OrchestratorConfig().collapse is None  # off by default
+    with pytest.raises(ValidationError, match=r"collapse.max_temperature \(1.2\) must be above the sampling"):
+        OrchestratorConfig(sampling={"temperature": 1.2}, collapse={"max_temperature": 1.2})

@@ -10,7 +10,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 # registry serves a multi-GB CUDA build), plus benchmax and verifiers in its classic-API range.
 PY312 := $(shell pyenv root 2>/dev/null)/versions/3.12.1/bin/python
 VENV312 := .venv312
-ENV_SIDE_DEPS := 'openai[aiohttp]>=2.54' httpx2 httpx aiohttp fastapi uvicorn jinja2 'pydantic>=2.7' pydantic-settings loguru rich tomli-w tqdm \
+ENV_SIDE_DEPS := 'openai[aiohttp]>=2.54' httpx aiohttp fastapi uvicorn jinja2 'pydantic>=2.7' pydantic-settings loguru rich tomli-w tqdm \
 	pytest pytest-asyncio pytest-timeout
 STAMP312 := $(VENV312)/.installed
 

@@ -3,7 +3,7 @@
     from looprl.envs import BaseEnv, BaseRollout, DatasetSplit, JsonlDataset, Tool
     from looprl.envs.logging import rollout_context, group_context
 
-It imports only the standard library, pydantic, openai (with its httpx2 and aiohttp), httpx and
+It imports only the standard library, pydantic, openai (with its aiohttp transport), httpx and
 `looprl.errors`: the runtime that runs environments (`looprl.envserver`) imports it, never the other
 way round. Modules named `_*` implement `BaseEnv`'s model/tool loop and are not part of the
 contract; the runtime reaches what it needs of them through `looprl.envs.runtime_api`, never directly

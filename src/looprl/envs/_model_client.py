@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from typing import Any, cast
 
 import httpx
-import httpx2
 import openai
 
 MODEL_TIMEOUT_S = 600.0
@@ -28,8 +28,9 @@ def _pool() -> openai.DefaultAioHttpClient:
     loop = asyncio.get_running_loop()
     client = _pools.get(loop)
     if client is None or client.is_closed:
-        # a connection per rollout in flight, all kept alive (httpx2: the SDK's own httpx)
-        limits = httpx2.Limits(max_connections=1024, max_keepalive_connections=1024)
+        # a connection per rollout in flight, all kept alive; the Limits class of the SDK's own httpx (httpx on
+        # openai 2.x, httpx2 on 3.x: both lines are supported)
+        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=1024, max_keepalive_connections=1024)
         client = _pools[loop] = openai.DefaultAioHttpClient(timeout=MODEL_TIMEOUT_S, limits=limits)
     return client
 
@@ -49,7 +50,7 @@ async def warm_up() -> None:
     transport = httpx.MockTransport(lambda request: httpx.Response(200, json=reply))
     async with httpx.AsyncClient(transport=transport) as http:
         client = openai.AsyncOpenAI(base_url="http://warm-up/v1", api_key="looprl",
-                                    http_client=http, max_retries=0)  # type: ignore[arg-type]  # stubs name httpx2; httpx works
+                                    http_client=cast(Any, http), max_retries=0)  # openai 3.x names httpx2; httpx works
         await client.chat.completions.create(model="warm-up", messages=[{"role": "user", "content": ""}],
                                              tools=[{"type": "function", "function": {"name": "f"}}])
 

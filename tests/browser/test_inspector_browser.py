@@ -353,6 +353,7 @@ def test_collapse_recovery_marks_on_the_run_page(browser, tmp_path):
             "temperature of the next groups 1 -> 1.25 (raise 1)")
         sync_api.expect(marks.nth(0)).to_have_class(re.compile(r"\bwarn\b"))
         sync_api.expect(marks.nth(1)).to_contain_text("groups have signal again at step 2")
+        context.close()
 
 
 def test_token_view_bands_a_reply_by_policy_version(browser, tmp_path):

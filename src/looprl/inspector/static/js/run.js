@@ -64,7 +64,7 @@ function renderHead() {
       w.rollout_id ? [" · ", h("a", { href: `/runs/${encodeURIComponent(s.id)}/rollouts/${encodeURIComponent(w.rollout_id)}`,
         text: "a group without signal" })] : null)),
     // the prompt ledger: what became of each epoch's examples
-    (metrics.coverage || []).map((c) => h("div", { class: "note", dataset: { part: "coverage" }, text: c.line }))),
+    (metrics.coverage || []).map((c) => h("div", { class: "note", dataset: { part: "coverage" }, text: c.line })),
     // collapse recovery's interventions ([orchestrator.collapse]): when looprl stepped in, why, what it changed
     (metrics.interventions || []).map((m) => h("div", {
       class: `note${m.action === "decay" ? "" : " warn"}`, dataset: { part: "collapse", action: m.action },

@@ -15,7 +15,7 @@ from looprl.store.ledger import coverage
 
 @pytest.mark.slow
 def test_kills_then_resumes_lose_and_repeat_no_example(tmp_path):
-    kills = kill_schedule(3, seed=36, max_delay_s=8)
+    kills = kill_schedule(3, seed=36, max_delay_s=3)
     entries = run_kills(tmp_path, build_tiny_model(tmp_path / "tiny"), write_data(tmp_path / "data"), kills)
     assert sum(k.killed for k in kills) >= 2, kills
     epochs = coverage(entries)

@@ -40,6 +40,11 @@ class FailureStreak:
                 self.streak, self.count = [*self.streak[-(NAMED - 1):], r], self.count + 1
         return self.limit is not None and self.count >= self.limit
 
+    def check(self, results: Iterable[RolloutResult], run_dir: Path, env_name: str) -> None:
+        """Count `results`; raise `TooManyFailures` once the streak reaches the limit."""
+        if self.observe(results):
+            raise self.error(run_dir, env_name)
+
     def error(self, run_dir: Path, env_name: str) -> TooManyFailures:
         last = "; ".join(f"{r.rollout_id} ({r.split}, example {r.example_id}) {r.termination_reason}: "
                          f"{last_line(r.error)}" for r in reversed(self.streak))

@@ -97,8 +97,6 @@ class Orchestrator:
         self.recovery = CollapseRecovery(cfg.orchestrator.collapse, cfg.orchestrator.base_temperature) \
             if cfg.orchestrator.collapse else None
         """`[orchestrator.collapse]`: the temperature of the groups started next (`session.collapse_recovery`)."""
-        self.sampling: SamplingParams | None = None
-        """The sampling of the train groups started next, when the recovery has moved it off the run's."""
 
     async def run(self, resume_step: int) -> None:
         cfg, session = self.cfg, self.session
@@ -153,6 +151,14 @@ class Orchestrator:
                               "{} draws after the checkpoint undone and drawn again", resume_step, self.weights.version,
                               order.position, order.epoch + 1, undone)
         return order
+
+    @property
+    def sampling(self) -> SamplingParams | None:
+        """The sampling of the train groups started next: None (the run's) unless collapse recovery has moved
+        the temperature off the run's."""
+        if self.recovery is None or self.recovery.temperature == self.recovery.base:
+            return None
+        return self.session.gateway.sampling.model_copy(update={"temperature": self.recovery.temperature})
 
     async def launch_group(self) -> Group:
         """Draw the next example (recorded in the prompt ledger) and roll out its group."""
@@ -215,8 +221,8 @@ class Orchestrator:
         await self.session.write(records + dropped)
         assert self.ledger is not None
         await self.ledger.settle(step, outcomes)
-        if self.failures.observe([r for g in sampled + landed.stale for r, _ in g.group]):
-            raise self.failures.error(self.run_dir, self.session.env_name)
+        self.failures.check([r for g in sampled + landed.stale for r, _ in g.group], self.run_dir,
+                            self.session.env_name)
 
         metrics.update(rollout_metrics(records, ocfg.reward_weights))
         metrics["groups_skipped"] = float(sum(a.skipped and not a.failed for a in advantages))
@@ -253,9 +259,6 @@ class Orchestrator:
         if intervention:
             log = get_logger().info if intervention.action == "decay" else get_logger().warning
             log(intervention.line())
-            base = self.session.gateway.sampling
-            self.sampling = None if self.recovery.temperature == self.recovery.base else \
-                base.model_copy(update={"temperature": self.recovery.temperature})
         return self.recovery.metrics() | (intervention.metrics() if intervention else {})
 
     def has_signal(self, group: Group) -> bool:
@@ -273,8 +276,7 @@ class Orchestrator:
         records = [session.record(r, calls, step, session.score(r)) for group in groups for r, calls in group]
         mark_zero_filled(records)
         await session.write(records)
-        if self.failures.observe([r for group in groups for r, _ in group]):
-            raise self.failures.error(self.run_dir, session.env_name)
+        self.failures.check([r for group in groups for r, _ in group], self.run_dir, session.env_name)
         stats = rollout_metrics(records, session.reward_weights)
         keep = [k for k in stats if k.startswith("reward") or k == "pass_rate" or k == "completion_len"]
         return {f"eval/{k}": stats[k] for k in keep} | {"eval/policy_version": float(self.weights.version)}

@@ -92,7 +92,6 @@ def step_only(tmp_path: Path, **orchestrator) -> Orchestrator:
     orch.ledger = PromptLedger(orch.session.writer, "run", ExampleOrder(examples, seed=0))
     ocfg = orch.cfg.orchestrator
     orch.recovery = CollapseRecovery(ocfg.collapse, ocfg.base_temperature) if ocfg.collapse else None
-    orch.sampling = None
     return orch
 
 

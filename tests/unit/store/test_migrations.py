@@ -63,14 +63,23 @@ def test_writer_migrates_too(tmp_path):
     assert zero_filled["train-0-1"] == ["format"] and zero_filled["eval-2-0"] == ["style"]
 
 
-def test_a_schema_2_store_gains_trainer_logprobs(tmp_path):
-    """Schema 2 (this change's first version) lacked `model_calls.trainer_logprobs`: 2 -> 3 adds it."""
+def store_at_schema(tmp_path: Path, schema: int, *undo: str) -> Path:
+    """A current store taken back to `schema`: the statements in `undo` remove what later schemas added."""
     run = copy("rl", tmp_path)
     RunStoreWriter(run).close()
     with sqlite3.connect(run / "looprl.db") as db:
-        db.execute("ALTER TABLE model_calls DROP COLUMN trainer_logprobs")
-        db.execute("ALTER TABLE model_calls DROP COLUMN completion_policy_versions")  # schema 6's
-        db.execute("PRAGMA user_version=2")
+        for statement in undo:
+            db.execute(statement)
+        db.execute(f"PRAGMA user_version={schema}")
+    return run
+
+
+POLICY_VERSIONS = "ALTER TABLE model_calls DROP COLUMN completion_policy_versions"  # schema 6's
+
+
+def test_a_schema_2_store_gains_trainer_logprobs(tmp_path):
+    """Schema 2 (this change's first version) lacked `model_calls.trainer_logprobs`: 2 -> 3 adds it."""
+    run = store_at_schema(tmp_path, 2, "ALTER TABLE model_calls DROP COLUMN trainer_logprobs", POLICY_VERSIONS)
     writer = RunStoreWriter(run)
     writer.write_trainer_logprobs([("train-0-1", 0, [-0.5, -1.25])])
     writer.close()
@@ -81,12 +90,7 @@ def test_a_schema_2_store_gains_trainer_logprobs(tmp_path):
 
 def test_a_schema_4_store_gains_an_empty_ledger(tmp_path, capsys):
     """Schema 4 had no prompt ledger: 4 -> 5 adds the table, empty (`looprl metrics` then shows no epochs)."""
-    run = copy("rl", tmp_path)
-    RunStoreWriter(run).close()
-    with sqlite3.connect(run / "looprl.db") as db:
-        db.execute("DROP TABLE ledger")
-        db.execute("ALTER TABLE model_calls DROP COLUMN completion_policy_versions")  # schema 6's
-        db.execute("PRAGMA user_version=4")
+    run = store_at_schema(tmp_path, 4, "DROP TABLE ledger", POLICY_VERSIONS)
     reader = RunStoreReader(run)
     assert version(run) == SCHEMA_VERSION and reader.ledger("run-1") == []
     reader.close()
@@ -96,11 +100,7 @@ def test_a_schema_4_store_gains_an_empty_ledger(tmp_path, capsys):
 
 def test_a_schema_5_store_gains_policy_versions(tmp_path):
     """Schema 5 lacked `model_calls.completion_policy_versions`: 5 -> 6 adds it, NULL for the calls made before."""
-    run = copy("rl", tmp_path)
-    RunStoreWriter(run).close()
-    with sqlite3.connect(run / "looprl.db") as db:
-        db.execute("ALTER TABLE model_calls DROP COLUMN completion_policy_versions")
-        db.execute("PRAGMA user_version=5")
+    run = store_at_schema(tmp_path, 5, POLICY_VERSIONS)
     RunStoreWriter(run).close()
     assert version(run) == SCHEMA_VERSION
     assert [c.completion_policy_versions for c in RunStoreReader(run).model_calls("train-0-1")] == [None, None]

@@ -79,7 +79,7 @@ unit: install
 	$(PY) -m pytest -q tests/unit -m "not slow and not browser"
 
 test: install lint vllm /usr/bin/chromium test312 gpu-path
-	$(PY) -m pytest -q -m "not gpu_path"
+	$(PY) -m pytest -q -m "not gpu_path" --durations=25
 
 # The code a GPU runs, on the CPU (docs/scaling.md): bfloat16 through FSDP2's mixed-precision policy and
 # flex_attention with block masks, a kernel-contract check on every attention call of the trainer and the

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.unit.inspector.fake_store import XSS_LOG, XSS_MESSAGE, XSS_TOOL, build_store
+from tests.unit.inspector.fake_store import XSS_LOG, XSS_MESSAGE, XSS_TOOL, build_store, mark_collapse_recovery
 
 pytestmark = pytest.mark.browser
 CHROMIUM = "/usr/bin/chromium"
@@ -332,17 +332,8 @@ def test_a_run_being_written_updates_without_a_reload(page, base_url):
 
 def test_collapse_recovery_marks_on_the_run_page(browser, tmp_path):
     """Each intervention of `[orchestrator.collapse]` is a mark under the run's title: step, why, what changed."""
-    import json
-    import sqlite3
-
     run_dir = build_store(tmp_path / "toy-run")
-    stored = {0: {"collapse/temperature": 1.0, "collapse/attempt": 0.0},
-              1: {"collapse/temperature": 1.25, "collapse/attempt": 1.0, "collapse/raise": 1.0},
-              2: {"collapse/temperature": 1.15, "collapse/attempt": 0.0, "collapse/decay": 1.0}}
-    with sqlite3.connect(run_dir / "looprl.db") as db:
-        for step, metrics in stored.items():
-            db.execute("UPDATE steps SET metrics=? WHERE step=?",
-                       (json.dumps({"groups_sampled": 4, "groups_skipped": 4 if step < 2 else 1, **metrics}), step))
+    mark_collapse_recovery(run_dir)
     for url in serve([run_dir]):
         context, page = new_page(browser, url)
         page.goto("/runs/toy-run")

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.rl_env import write_data
+from tests.support.rl_env import write_data, write_rl_config
 from tests.unit.inference.conftest import build_tiny_model
 
 from looprl.device import KERNEL_CONTRACT_ENV
@@ -28,29 +28,10 @@ def looprl(*args: str) -> None:
 
 
 def config(tmp_path: Path) -> Path:
-    path = tmp_path / "rl.toml"
-    path.write_text(f"""
-output_dir = "{tmp_path / 'run'}"
-max_steps = 2
-[model]
-name = "{build_tiny_model(tmp_path / 'tiny')}"
-[env]
-source = "tests/support/rl_env.py:CharsEnv"
-base_dir = "{write_data(tmp_path / 'data')}"
-[orchestrator]
-batch_size = 8
-group_size = 4
-[orchestrator.sampling]
-max_tokens = 6
-[inference]
-dtype = "bfloat16"
-[trainer]
-dtype = "bfloat16"
-attention = "flex_attention"
-[trainer.optim]
-lr = 1e-3
-""")
-    return path
+    return write_rl_config(tmp_path / "rl.toml", model=build_tiny_model(tmp_path / "tiny"),
+                           data=write_data(tmp_path / "data"), run=tmp_path / "run", max_steps=2, overrides={
+                               "inference": {"dtype": "bfloat16"},
+                               "trainer": {"dtype": "bfloat16", "attention": "flex_attention"}})
 
 
 def checked(run: Path, steps: list[int], runs: int = 1) -> None:

@@ -17,7 +17,7 @@ import sys
 from contextlib import closing
 from pathlib import Path
 
-from tests.support.rl_env import write_data
+from tests.support.rl_env import write_data, write_rl_config
 from tests.unit.inference.conftest import build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,32 +31,10 @@ def looprl(*args: str) -> subprocess.CompletedProcess:
 
 
 def config(tmp_path: Path) -> Path:
-    model = build_tiny_model(tmp_path / "tiny")
-    data = write_data(tmp_path / "data")
-    path = tmp_path / "rl.toml"
-    path.write_text(f"""
-output_dir = "{tmp_path / 'run'}"
-max_steps = 3
-[model]
-name = "{model}"
-[env]
-source = "tests/support/rl_env.py:CharsEnv"
-base_dir = "{data}"
-[orchestrator]
-batch_size = 8
-group_size = 4
-[orchestrator.sampling]
-max_tokens = 6
-[orchestrator.eval]
-interval = 2
-num_examples = 2
-[trainer.checkpoint]
-interval = 2
-keep = 2
-[trainer.optim]
-lr = 1e-3
-""")
-    return path
+    return write_rl_config(tmp_path / "rl.toml", model=build_tiny_model(tmp_path / "tiny"),
+                           data=write_data(tmp_path / "data"), run=tmp_path / "run", max_steps=3, overrides={
+                               "orchestrator": {"eval": {"interval": 2, "num_examples": 2}},
+                               "trainer": {"checkpoint": {"interval": 2, "keep": 2}}})
 
 
 def store_steps(run: Path) -> tuple[list[int], list[tuple[int, int]]]:

@@ -26,6 +26,8 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.rl_env import write_rl_config
+
 from looprl.handoff import latest_checkpoint
 from looprl.paths import progress_path
 from looprl.store.ledger import SETTLED, LedgerEntry, coverage, live
@@ -68,32 +70,9 @@ def write_config(tmp: Path, model: Path, data: Path, run: Path) -> Path:
     """A tiny, fast run: 6 examples, 2 groups of 4 per step (3 steps an epoch), one step of off-policy
     lag (groups carry across steps, so some are in flight at every checkpoint), a checkpoint every 2 steps
     (so a resume often undoes a trained step)."""
-    path = tmp / "kills.toml"
-    path.write_text(f"""
-output_dir = "{run}"
-max_steps = 12
-[model]
-name = "{model}"
-[env]
-source = "tests/support/rl_env.py:CharsEnv"
-base_dir = "{data}"
-[orchestrator]
-batch_size = 8
-group_size = 4
-max_off_policy_steps = 1
-[orchestrator.sampling]
-max_tokens = 6
-[orchestrator.eval]
-interval = 0
-num_examples = 0
-[trainer.checkpoint]
-interval = 2
-resume_every_s = 100000
-keep = 1
-[trainer.optim]
-lr = 1e-3
-""")
-    return path
+    return write_rl_config(tmp / "kills.toml", model=model, data=data, run=run, max_steps=12, overrides={
+        "orchestrator": {"max_off_policy_steps": 1, "eval": {"interval": 0, "num_examples": 0}},
+        "trainer": {"checkpoint": {"interval": 2, "resume_every_s": 100000, "keep": 1}}})
 
 
 @dataclass

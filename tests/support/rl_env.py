@@ -1,9 +1,12 @@
 """A single-turn env whose reward varies even for a random-weight model (distinct characters in the
 reply), so RL tests on the tiny model get non-zero advantages; one whose sandbox is down (every rollout
-fails); and a writer for their data."""
+fails); a writer for their data, and one for the config of a tiny `looprl rl` run on them."""
 
 import json
 from pathlib import Path
+from typing import Any
+
+import tomli_w
 
 from looprl.envs import BaseEnv, BaseRollout, DatasetSplit, JsonlDataset, RolloutFailure
 from looprl.rewards import extract_completion_text
@@ -33,3 +36,22 @@ def write_data(base_dir: Path, n: int = 6) -> Path:
                  for i in range(n)]
         (base_dir / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
     return base_dir
+
+
+def _merged(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in overrides.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def write_rl_config(path: Path, *, model: Path, data: Path, run: Path, max_steps: int,
+                    overrides: dict[str, Any] | None = None) -> Path:
+    """A `looprl rl` config for a tiny, fast run of `CharsEnv`: 2 groups of 4 per step, 6-token replies;
+    `overrides` (nested tables, merged key by key) gives each test what it is about."""
+    base = {"output_dir": str(run), "max_steps": max_steps, "model": {"name": str(model)},
+            "env": {"source": "tests/support/rl_env.py:CharsEnv", "base_dir": str(data)},
+            "orchestrator": {"batch_size": 8, "group_size": 4, "sampling": {"max_tokens": 6}},
+            "trainer": {"optim": {"lr": 1e-3}}}
+    path.write_text(tomli_w.dumps(_merged(base, overrides or {})))
+    return path

@@ -5,6 +5,8 @@ show up as text)."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 
 from looprl.envs.types import LogRecordData, RolloutResult
@@ -85,3 +87,15 @@ def build_store(run_dir: Path, *, run_id: str = "run-1", status: str = "running"
         w.finish_run(run_id, status, {"steps": 3})
     w.close()
     return run_dir
+
+
+def mark_collapse_recovery(run_dir: Path) -> None:
+    """Steps 0-2 as `[orchestrator.collapse]` writes them: every group without signal at step 1 raises the
+    temperature 1 -> 1.25, signal again at step 2 decays it to 1.15."""
+    stored = {0: {"collapse/temperature": 1.0, "collapse/attempt": 0.0},
+              1: {"collapse/temperature": 1.25, "collapse/attempt": 1.0, "collapse/raise": 1.0},
+              2: {"collapse/temperature": 1.15, "collapse/attempt": 0.0, "collapse/decay": 1.0}}
+    with sqlite3.connect(run_dir / "looprl.db") as db:
+        for step, metrics in stored.items():
+            db.execute("UPDATE steps SET metrics=? WHERE step=?",
+                       (json.dumps({"groups_sampled": 4, "groups_skipped": 4 if step < 2 else 1, **metrics}), step))

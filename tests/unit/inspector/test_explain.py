@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 from fastapi.testclient import TestClient
+from tests.unit.inspector.fake_store import mark_collapse_recovery
 
 from looprl.inspector.app import create_app
 from looprl.store.ledger import LedgerEntry
@@ -109,15 +110,11 @@ def test_run_page_metrics_carry_each_epochs_coverage_from_the_prompt_ledger(run_
         [epoch] = c.get(f"{API}/metrics").json()["coverage"]
     assert epoch["outcomes"] == {"trained": 1, "stale": 1, "in_flight": 1} and epoch["size"] == 3
     assert epoch["line"] == "epoch 1: 1/3 examples trained, 1 dropped stale, 1 in flight"
+
+
 def test_run_page_marks_collapse_recovery_interventions(run_dir):
     """When looprl stepped in (`[orchestrator.collapse]`), why and what it changed, from the step metrics."""
-    stored = {0: {"collapse/temperature": 1.0, "collapse/attempt": 0.0},
-              1: {"collapse/temperature": 1.25, "collapse/attempt": 1.0, "collapse/raise": 1.0},
-              2: {"collapse/temperature": 1.15, "collapse/attempt": 0.0, "collapse/decay": 1.0}}
-    with sqlite3.connect(run_dir / "looprl.db") as db:
-        for step, metrics in stored.items():
-            db.execute("UPDATE steps SET metrics=? WHERE step=?",
-                       (json.dumps({"groups_sampled": 4, "groups_skipped": 4 if step < 2 else 1, **metrics}), step))
+    mark_collapse_recovery(run_dir)
     with TestClient(create_app([run_dir]), base_url="http://127.0.0.1:8765") as c:
         marks = c.get(f"{API}/metrics").json()["interventions"]
     assert [(m["step"], m["action"], m["temperature_from"], m["temperature_to"]) for m in marks] == [

@@ -61,6 +61,7 @@ def test_rl_two_steps_on_a_v1_env(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["embedded", "vllm"])
-def test_rl_two_steps_on_a_v1_env_with_the_bundled_model(tmp_path, backend):
-    check_run(run_rl(tmp_path, "smollm2-135m-instruct", backend))
+def test_rl_two_steps_on_a_v1_env_with_the_bundled_model_on_vllm(tmp_path):
+    """The real model through vLLM's CPU build (the embedded engine runs the same env in the test above; the
+    bundled model on it in tests/slow/test_rl_bundled_model.py)."""
+    check_run(run_rl(tmp_path, "smollm2-135m-instruct", "vllm"))

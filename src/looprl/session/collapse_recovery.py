@@ -103,9 +103,9 @@ class CollapseRecovery:
                    stuck: int) -> Intervention | None:
         """Update after `step`, once `watch` has observed it (`fired`: it detected a collapse there)."""
         before = self.temperature
-        is_stuck = sampled > 0 and stuck / sampled > watch.share
-        if self.gave_up:
+        if self.gave_up or sampled == 0:  # a step that trained only carried-over groups says nothing new
             return None
+        is_stuck = stuck / sampled > watch.share
         if fired and watch.best <= watch.worst:
             if self.reported:
                 return None

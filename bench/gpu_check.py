@@ -511,10 +511,10 @@ def run_child(command: list[str], timeout_s: float) -> subprocess.CompletedProce
         try:
             out, _ = child.communicate(timeout=20)
         except subprocess.TimeoutExpired:
-            out = ""
-        with contextlib.suppress(ProcessLookupError):  # the leader gone, a member may still hold the GPU
             os.killpg(child.pid, signal.SIGKILL)
-        out = (out or "") + (child.communicate()[0] or "")
+            out, _ = child.communicate()
+        with contextlib.suppress(ProcessLookupError):  # the leader left on SIGTERM; a member may not have
+            os.killpg(child.pid, signal.SIGKILL)
         out += f"\n[gpu_check: stopped after {timeout_s:.0f} s]"
     finally:
         _CHILDREN.discard(child.pid)

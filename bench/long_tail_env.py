@@ -60,9 +60,10 @@ class LongTailEnv(Environment):
             except openai.APIError as e:
                 return self.result(request, rollout_id, messages, started, "model_error", error=str(e))
         choice = response.choices[0]
-        messages.append({"role": "assistant", "content": choice.message.content or ""})
+        reply = choice.message.content or ""
+        messages.append({"role": "assistant", "content": reply})
         reason = "output_exceeded" if choice.finish_reason == "length" else "finished"
-        return self.result(request, rollout_id, messages, started, reason, self.score(choice.message.content or "", args))
+        return self.result(request, rollout_id, messages, started, reason, self.score(reply, args))
 
     @staticmethod
     def score(reply: str, args: dict[str, object]) -> dict[str, float]:

@@ -22,7 +22,10 @@ from looprl.utils.logger import reset_logger, setup_logger
 
 def test_raised_temperature_reaches_the_engine(tmp_path):
     # The scripted engine answers each question the same way whatever the temperature: 2+3 right, 9+9
-    # wrong, so every group is all-right or all-wrong, a collapse from step 1.
+    # wrong, so every group is all-right or all-wrong, a collapse from step 1. The pool runs at lag 0, so
+    # it starts each step's two groups alone (one of each): with prefetch, which two of four land first is
+    # up to the scheduler, and a step that drew both 2+3 groups looks solved, not stuck (then the
+    # recovery decays the temperature, as it should, and the sequence below is another).
     examples = itertools.cycle([Example(id=f"e{a}", payload={"prompt_messages": [
         {"role": "user", "content": f"What is {a} plus {b}?"}], "answer": str(a + b)}) for a, b in [(2, 3), (9, 9)]])
     orch = step_only(tmp_path / "run", sampling={"temperature": 0.5},
@@ -41,7 +44,7 @@ def test_raised_temperature_reaches_the_engine(tmp_path):
             seen = []
             async with orch.session as session:
                 pool = GroupPool(lambda: session.roll_out(next(examples), "train", 2, sampling=orch.sampling),
-                                 lambda: version[0], 2, 1)
+                                 lambda: version[0], 2, 0)
                 for step in range(1, 8):
                     version[0] = step - 1
                     await orch.step(step, FakeSampler(), pool)

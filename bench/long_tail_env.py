@@ -67,7 +67,10 @@ class LongTailEnv(Environment):
 
     @staticmethod
     def score(reply: str, args: dict[str, object]) -> dict[str, float]:
-        return score(reply, args)
+        if args["kind"] == "story":
+            return {"score": float(len(reply.split()) >= STORY_WORDS)}
+        first = _NUMBER.search(reply)
+        return {"score": float(first is not None and int(first.group()) == args["answer"])}
 
     @staticmethod
     def result(request: GroupRequest, rollout_id: str, messages: list, started: float, reason: str,
@@ -76,13 +79,6 @@ class LongTailEnv(Environment):
                              split=request.split, messages=messages, example_args=request.example.example_args,
                              termination_reason=reason, error=error, rewards=rewards or {}, turns=1,
                              started_at=started, finished_at=time.time())
-
-
-def score(reply: str, args: dict[str, object]) -> dict[str, float]:
-    if args["kind"] == "story":
-        return {"score": float(len(reply.split()) >= STORY_WORDS)}
-    first = _NUMBER.search(reply)
-    return {"score": float(first is not None and int(first.group()) == args["answer"])}
 
 
 class HalfLongEnv(LongTailEnv):
@@ -99,4 +95,4 @@ class HalfLongEnv(LongTailEnv):
 
     @staticmethod
     def score(reply: str, args: dict[str, object]) -> dict[str, float]:
-        return {"score": 1.0} if args["kind"] == "story" else score(reply, args)
+        return {"score": 1.0} if args["kind"] == "story" else LongTailEnv.score(reply, args)

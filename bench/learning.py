@@ -183,6 +183,7 @@ def run_trl(args: argparse.Namespace, seed: int, out: Path) -> list[Point]:
         str(args.budget_s),
         "--out",
         str(out),
+        *(["--stop-at", str(args.stop_at), "--stop-window", str(args.stop_window)] if args.stop_at else []),
     ]
     subprocess.run(
         command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env=os.environ | {"TOKENIZERS_PARALLELISM": "false"}
@@ -245,13 +246,16 @@ def trl_worker(args: argparse.Namespace) -> None:
 
     points: list[Point] = []
     out = Path(args.out)
+    stop_level = args.stop_at * max_reward(args.task) if args.stop_at else None
 
     class Clock(TrainerCallback):
-        def on_log(self, _args, state, control, logs=None, **kw):
+        def on_log(self, _args, state, control, logs=None, **kw):  # after on_step_end: its stop holds
             if logs and "reward" in logs:
                 points.append((scored_at[-1], state.global_step, logs["reward"], logs.get("frac_reward_zero_std")))
                 (out / "points.json").write_text(json.dumps(points))
                 (out / "log_history.json").write_text(json.dumps(state.log_history))  # components, entropy
+                if stop_level is not None and first_reached(points, stop_level, args.stop_window) is not None:
+                    control.should_training_stop = True
 
         def on_step_end(self, _args, state, control, **kw):
             control.should_training_stop = time.time() - started > args.budget_s
@@ -537,37 +541,36 @@ def plot(results: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-def run_systems(args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """Run every seed of each of `--systems`; the runs of the other systems already in OUT/TASK/results.json
-    (same budget) are kept, so the systems can be measured at different times, each on a quiet machine."""
-    previous = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
-    kept = previous.get("task") == args.task and previous.get("budget_s") == args.budget_s
+PROTOCOL = ("task", "budget_s", "lr", "looprl_args", "stop_at", "stop_window")
+"""What a results.json's runs were measured under; runs measured under another protocol are not kept."""
+
+
+def run_systems(args: argparse.Namespace, path: Path) -> dict[str, Any]:
+    """Run the seeds of each of `--systems` that `path` (a results.json) does not hold yet, writing it after
+    every seed: the systems can be measured at different times (each on a quiet machine), and a matrix
+    that takes longer than a sitting goes on where it stopped. Delete the file to measure again."""
+    previous = json.loads(path.read_text()) if path.exists() else {}
+    protocol = {key: getattr(args, key) for key in PROTOCOL}
+    kept = all(previous.get(key, 1 if key == "stop_window" else None) == value for key, value in protocol.items())
     runs: dict[str, list[list[Point]]] = dict(previous["runs"]) if kept else {}
     load_average: dict[str, str] = dict(previous["load_average"]) if kept else {}
-    for system in args.systems:
-        runs[system], loads = [], []
-        for seed in range(args.seeds):
-            loads.append(os.getloadavg()[0])
-            run_dir = out / f"{system}-{seed}"
+    results = {**protocol, "max_reward": max_reward(args.task), "settings": settings(args)}
+    for seed in range(args.seeds):  # seed by seed, so that a matrix cut short holds every system's first seeds
+        for system in (s for s in args.systems if len(runs.setdefault(s, [])) <= seed):
+            before = os.getloadavg()[0]
+            run_dir = Path(args.out) / args.task / f"{system}-{seed}"
             points = (run_trl(args, seed, run_dir) if system == "trl"
                       else run_looprl(args, seed, run_dir, recovery=system == "looprl-recovery"))
-            loads.append(os.getloadavg()[0])
             runs[system].append(points)
+            low, high = (float(x) for x in load_average.get(system, f"{before}-{before}").split("-"))
+            after = os.getloadavg()[0]
+            load_average[system] = f"{min(low, before, after):.1f}-{max(high, before, after):.1f}"
             print(f"{args.task} {system} seed {seed}: " + " ".join(f"{p[0]:.0f}s/{p[1]}:{p[2]:.2f}" for p in points),
                   flush=True)
-        load_average[system] = f"{min(loads):.1f}-{max(loads):.1f}"
-    return {
-        "task": args.task,
-        "max_reward": max_reward(args.task),
-        "seeds": max(len(r) for r in runs.values()),
-        "budget_s": args.budget_s,
-        "load_average": load_average,
-        "looprl_args": args.looprl_args,
-        "stop_at": args.stop_at,
-        "stop_window": args.stop_window,
-        "settings": settings(args),
-        "runs": runs,
-    }
+            results |= {"seeds": max(len(r) for r in runs.values()), "load_average": load_average, "runs": runs}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(results))
+    return json.loads(path.read_text())
 
 
 def main() -> None:
@@ -576,12 +579,14 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--budget-s", type=float, default=600)
     parser.add_argument("--lr", type=float, default=2e-5)
-    parser.add_argument("--out", default="runs/bench-learning")
+    parser.add_argument("--out", default="runs/bench-learning", help="the runs' directories (OUT/TASK/SYSTEM-SEED)")
+    parser.add_argument("--results-dir", help="where each task's TASK/results.json is kept (default: OUT); the"
+                        " learning matrix keeps them in the repository, bench/results/matrix")
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=["looprl", "trl"],
                         help="looprl-recovery: looprl with collapse recovery on ([orchestrator.collapse])")
     parser.add_argument("--looprl-args", default="", help="extra `looprl rl` overrides (ablations)")
-    parser.add_argument("--stop-at", type=float, help="stop a looprl seed once a step's reward reached this share"
-                        " of the maximum (e.g. 0.95; an ablation measuring time to a level needs no more)")
+    parser.add_argument("--stop-at", type=float, help="stop a seed (looprl's or TRL's) once a step's reward reached"
+                        " this share of the maximum (e.g. 0.95; an ablation measuring time to a level needs no more)")
     parser.add_argument("--stop-window", type=int, default=1, help="with --stop-at: the mean of this many steps in"
                         " a row must reach it (3 on a binary task, where one step of 4 prompts is right by luck)")
     parser.add_argument("--plot", help="PNG path (default: OUT/TASK/learning.png; one task only)")
@@ -600,8 +605,8 @@ def main() -> None:
             out = Path(task).parent
         else:
             out = Path(args.out) / task
-            results = run_systems(argparse.Namespace(**{**vars(args), "task": task}), out)
-            (out / "results.json").write_text(json.dumps(results))
+            kept = Path(args.results_dir or args.out) / task / "results.json"
+            results = run_systems(argparse.Namespace(**{**vars(args), "task": task}), kept)
         print("\n".join(summarize(results)), flush=True)
         plot(results, Path(args.plot) if args.plot and len(done) == 0 else out / "learning.png")
         done.append(results)

@@ -66,6 +66,12 @@ RECOVERY_ARGS = ["--orchestrator.collapse", "{}"]
 STALL_WINDOW, STALL_STEPS, UNSOLVED = 10, 8, 0.9
 """A seed stalls when STALL_STEPS of STALL_WINDOW consecutive steps carried no signal while the
 STALL_WINDOW-step mean reward was below UNSOLVED of the maximum (issue 37's criterion)."""
+CLASS_ARG = {"large_number": "answer"}
+"""Tasks whose examples fall into classes, and the example argument naming an example's class. A policy giving
+one answer to every example there scores its class's share, and on a step of 4 prompts a lucky draw of them
+looks like learning; the reward per class averaged over the classes (`balanced`) stays at 1/2 for it."""
+ClassRewards = dict[str, dict[str, list[float]]]
+"""Per step (a string: a JSON key), per class: [sum of the rollouts' rewards, rollouts]."""
 Point = tuple[float, int, float, float | None]
 """Seconds since launch, step, the step's mean train reward, the share of its groups without signal (all
 rewards alike: looprl's `no_signal_frac`, TRL's `frac_reward_zero_std`; None in results of older runs)."""
@@ -166,9 +172,42 @@ def _batch_written(out: Path, started: float) -> dict[int, float]:
     return {step: path.stat().st_mtime - started for step, path in sorted(batches.items()) if path.exists()}
 
 
+def _add(per: ClassRewards, step: int, cls: Any, reward: float) -> None:
+    cell = per.setdefault(str(step), {}).setdefault(str(cls), [0.0, 0])
+    cell[0], cell[1] = cell[0] + reward, cell[1] + 1
+
+
+def looprl_class_rewards(out: Path, arg: str) -> ClassRewards:
+    """A looprl run's train rewards per step and class, from its store (a failed rollout counts as 0)."""
+    per: ClassRewards = {}
+    with sqlite3.connect(f"file:{out / 'looprl.db'}?mode=ro", uri=True, timeout=5) as db:
+        rows = db.execute("SELECT step, example_args, reward FROM rollouts WHERE split = 'train'").fetchall()
+        for step, example, reward in rows:
+            _add(per, step, json.loads(example)[arg], reward or 0.0)
+    return per
+
+
+def trl_class_rewards(out: Path, arg: str, weights: dict[str, float]) -> ClassRewards:
+    """A TRL run's train rewards per step and class, from the worker's `completions.jsonl` (one line per
+    rollout and reward component, the components of a step's rollouts in the same order)."""
+    path = out / "completions.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    parts: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for line in lines:
+        parts.setdefault((line["step"], line["component"]), []).append(line)
+    per: ClassRewards = {}
+    for step in sorted({step for step, _ in parts}):
+        components = {name: parts[(step, name)] for name in weights if (step, name) in parts}
+        for i, first in enumerate(next(iter(components.values()))):
+            total = sum(weights[name] * rows[i]["reward"] for name, rows in components.items())
+            _add(per, step, first["example_args"][arg], total)
+    return per
+
+
 def run_trl(args: argparse.Namespace, seed: int, out: Path) -> list[Point]:
     """One TRL seed in its own process (so each pays its imports and model load, like a looprl run)."""
-    out.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["rm", "-rf", str(out)], check=True)
+    out.mkdir(parents=True)
     result = out / "points.json"
     command = [
         sys.executable,
@@ -234,18 +273,23 @@ def trl_worker(args: argparse.Namespace) -> None:
     fields = list(example_args(rows[0]))
     dataset = Dataset.from_list([{"prompt": r["prompt_messages"], **example_args(r)} for r in rows] * 50)
     scored_at: list[float] = []  # when each step's rewards were computed (generation done, before training)
+    points: list[Point] = []
+    out = Path(args.out)
 
     def component(name: str) -> Callable[..., list[float]]:
         def reward(completions, **columns):  # TRL passes the dataset's other columns by name
             scored_at.append(time.time() - started)
-            return [env.score(c[-1]["content"].strip(), {f: columns[f][i] for f in fields})[name]
-                    for i, c in enumerate(completions)]
+            example_args = [{f: columns[f][i] for f in fields} for i in range(len(completions))]
+            rewards = [env.score(c[-1]["content"].strip(), a)[name] for c, a in zip(completions, example_args)]
+            with (out / "completions.jsonl").open("a") as f:  # per rollout, like looprl's store: which examples
+                for a, r in zip(example_args, rewards):  # a policy gets right (one answer for all shows there)
+                    f.write(json.dumps({"step": len(points) + 1, "component": name, "example_args": a,
+                                        "reward": r}) + "\n")
+            return rewards
 
         reward.__name__ = name
         return reward
 
-    points: list[Point] = []
-    out = Path(args.out)
     stop_level = args.stop_at * max_reward(args.task) if args.stop_at else None
 
     class Clock(TrainerCallback):
@@ -383,6 +427,19 @@ def stalled(points: Sequence[Point], top: float) -> bool:
     return any(sum(stuck[i : i + STALL_WINDOW]) >= STALL_STEPS for i in range(max(len(stuck) - STALL_WINDOW + 1, 1)))
 
 
+def balanced(per: ClassRewards | None, last: int = STALL_WINDOW) -> float | None:
+    """The mean over classes of each class's mean reward over the run's `last` steps (None: not recorded)."""
+    if not per:
+        return None
+    steps = sorted(per, key=int)[-last:]
+    classes: dict[str, list[float]] = {}
+    for step in steps:
+        for cls, (total, count) in per[step].items():
+            cell = classes.setdefault(cls, [0.0, 0])
+            cell[0], cell[1] = cell[0] + total, cell[1] + count
+    return statistics.fmean(total / count for total, count in classes.values())
+
+
 def spread(values: Sequence[float | None]) -> tuple[float | None, str]:
     """Median over seeds and `median [min-max] k/n`; a seed that never got there counts as infinitely late."""
     reached = sorted(v for v in values if v is not None)
@@ -429,6 +486,10 @@ def summarize(results: dict[str, Any]) -> list[str]:
                if known else "; no seed reached 80 %")
             + f"; longest run of steps without signal while unsolved: {[longest_stuck(p, top) for p in runs]}"
         )
+    for system, per_seed in results.get("classes", {}).items():
+        values = ["n/a" if b is None else f"{b:.2f}" for b in map(balanced, per_seed)]
+        lines.append(f"{system}: reward averaged over the classes of `{CLASS_ARG[results['task']]}`, last"
+                     f" {STALL_WINDOW} steps, per seed (one answer to every example: 0.50): {', '.join(values)}")
     differ = [s for s in results["settings"] if s[1] != s[2]]
     lines.append("settings in which the two runs differ (setting: looprl | TRL):")
     lines += [f"  {name}: {a} | {b}" for name, a, b in differ]
@@ -506,7 +567,17 @@ def matrix(all_results: Sequence[dict[str, Any]]) -> list[str]:
                 values = [measure(points, top) for points in runs]
                 cells.append(f"{sum(values)}/{len(values)}" if measure is stalled else median_worst(values))
             lines.append(f"{results['task'] if i == 0 else '':<14}{name:<34}" + "".join(f"{c:>{width}}" for c in cells))
+        if "classes" in results:  # a lucky draw of prompts cannot move it (`CLASS_ARG`)
+            cells = [median_worst_low([balanced(c) for c in results["classes"].get(system, [])]) for system in systems]
+            name = f"class-balanced reward, last {STALL_WINDOW} steps"
+            lines.append(f"{'':<14}{name:<34}" + "".join(f"{c:>{width}}" for c in cells))
     return lines
+
+
+def median_worst_low(values: Sequence[float | None]) -> str:
+    """`median / worst` of rewards (the worst is the lowest), over the seeds that recorded one."""
+    known = sorted(v for v in values if v is not None)
+    return f"{statistics.median(known):.2f} / {known[0]:.2f}" if known else "–"
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
@@ -553,6 +624,8 @@ def run_systems(args: argparse.Namespace, path: Path) -> dict[str, Any]:
     protocol = {key: getattr(args, key) for key in PROTOCOL}
     kept = all(previous.get(key, 1 if key == "stop_window" else None) == value for key, value in protocol.items())
     runs: dict[str, list[list[Point]]] = dict(previous["runs"]) if kept else {}
+    classes: dict[str, list[ClassRewards | None]] = dict(previous.get("classes", {})) if kept else {}
+    arg = CLASS_ARG.get(args.task)
     load_average: dict[str, str] = dict(previous["load_average"]) if kept else {}
     results = {**protocol, "max_reward": max_reward(args.task), "settings": settings(args)}
     for seed in range(args.seeds):  # seed by seed, so that a matrix cut short holds every system's first seeds
@@ -562,12 +635,19 @@ def run_systems(args: argparse.Namespace, path: Path) -> dict[str, Any]:
             points = (run_trl(args, seed, run_dir) if system == "trl"
                       else run_looprl(args, seed, run_dir, recovery=system == "looprl-recovery"))
             runs[system].append(points)
+            if arg:
+                per = (trl_class_rewards(run_dir, arg, reward_weights(args.task)) if system == "trl"
+                       else looprl_class_rewards(run_dir, arg))
+                known = classes.setdefault(system, [])
+                known += [None] * (seed - len(known))  # seeds measured before classes were recorded
+                known.append(per)
             low, high = (float(x) for x in load_average.get(system, f"{before}-{before}").split("-"))
             after = os.getloadavg()[0]
             load_average[system] = f"{min(low, before, after):.1f}-{max(high, before, after):.1f}"
             print(f"{args.task} {system} seed {seed}: " + " ".join(f"{p[0]:.0f}s/{p[1]}:{p[2]:.2f}" for p in points),
                   flush=True)
-            results |= {"seeds": max(len(r) for r in runs.values()), "load_average": load_average, "runs": runs}
+            results |= {"seeds": max(len(r) for r in runs.values()), "load_average": load_average, "runs": runs,
+                        **({"classes": classes} if arg else {})}
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(results))
     return json.loads(path.read_text())

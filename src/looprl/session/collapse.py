@@ -63,6 +63,6 @@ class ExplorationWatch:
         return (f"the policy stopped exploring: at each of steps {self.streak[0]}-{step} most groups "
                 f"({without_signal} of {sampled} at step {step}) gave every rollout the same reward, so they "
                 f"taught nothing{f'; e.g. rollout {example}' if example else ''} (docs/training.md, 'Collapse': "
-                "try clip-higher first (trainer.loss.ratio.type = 'clipped', eps_high = 0.28); then an entropy "
-                "bonus, a decaying learning rate, dynamic sampling or a KL term; [orchestrator.collapse] makes looprl "
-                "raise the sampling temperature until groups regain signal)")
+                "remedies: an entropy bonus (trainer.loss.entropy_coef) or a decaying learning rate, clip-higher, "
+                "dynamic sampling or a KL term; [orchestrator.collapse] makes looprl raise the sampling temperature "
+                "until groups regain signal)")

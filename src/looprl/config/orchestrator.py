@@ -76,10 +76,6 @@ class CollapseRecovery(Strict):
     """Highest temperature it raises to (the engines accept up to 2)."""
     decay_by: float = Field(0.1, gt=0)
     """Taken off the raised temperature at each step with signal, until it is back at the configured one."""
-    after_steps: int | None = Field(None, ge=1)
-    """Steps in a row with most groups without signal before the first raise. None: when the collapse
-    warning fires (3 steps); 1 steps in at the first such step, before the policy may have settled on one
-    answer (on `examples/large_number` it does within 10-20 steps)."""
     max_attempts: int = Field(4, ge=1)
     """Raises in a row without a step regaining signal before it gives up (the temperature goes back and the
     run says the task does not look learnable at these settings)."""

@@ -14,9 +14,7 @@ signal, or a return to an earlier checkpoint, which throws away what was learnt 
 So with `[orchestrator.collapse]` set, `CollapseRecovery`:
 
 - **raises** the temperature of the groups started from then on by `raise_by` (up to
-  `max_temperature`) when the watch fires (or once `after_steps` steps in a row were stuck; the run must
-  have seen two different rewards, else there is no exploration to restore), and again at
-  each further step that is still stuck;
+  `max_temperature`) when the watch fires, and again at each further step that is still stuck;
 - **decays** it by `decay_by` per step once a step has signal again, back to the configured one (a
   hotter policy is not the one being trained: the trainer's log-probabilities are the temperature-1
   policy's, so rollouts drawn hot enter the loss as if drawn from it; the sooner sampling is back to
@@ -113,9 +111,7 @@ class CollapseRecovery:
                 return None
             self.reported = True
             return Intervention(step, "unlearnable", before, before, 0, sampled, stuck)
-        after = self.cfg.after_steps
-        started = (fired if after is None else len(watch.streak) >= after) and watch.best > watch.worst
-        if is_stuck and (started or self.attempt or self.temperature != self.base):
+        if is_stuck and (fired or self.attempt or self.temperature != self.base):
             if self.attempt == self.cfg.max_attempts:
                 self.gave_up, self.temperature = True, self.base
                 return Intervention(step, "give_up", before, self.base, self.attempt, sampled, stuck)

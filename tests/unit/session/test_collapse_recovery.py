@@ -38,18 +38,6 @@ def test_detect_raise_decay():
     assert recovery.metrics() == {"collapse/temperature": 1.0, "collapse/attempt": 0.0}
 
 
-def test_after_steps_1_raises_at_the_first_stuck_step():
-    """`after_steps = 1` steps in before the warning's 3 steps in a row, but never where no two rollouts of the
-    run ever differed (no exploration to restore: that is reported, not masked)."""
-    recovery = CollapseRecovery(RecoveryConfig(raise_by=0.25, after_steps=1), 1.0)
-    seen = drive(recovery, ExplorationWatch(steps=3), [SIGNAL, COLLAPSED, SIGNAL, COLLAPSED, COLLAPSED])
-    assert [(i.action if i else None, t) for i, t in seen] == [
-        (None, 1.0), ("raise", 1.25), ("decay", 1.15), ("raise", 1.4), ("raise", 1.5)]
-    flat = CollapseRecovery(RecoveryConfig(after_steps=1), 1.0)
-    seen = drive(flat, ExplorationWatch(steps=3), [[(0.0, 0.0), (0.0, 0.0)]] * 4)
-    assert [i.action for i, _ in seen if i] == ["unlearnable"] and {t for _, t in seen} == {1.0}
-
-
 def test_gives_up_after_bounded_raises_and_says_so():
     recovery = CollapseRecovery(RecoveryConfig(raise_by=0.5, max_temperature=2.0, max_attempts=2), 1.0)
     seen = drive(recovery, ExplorationWatch(steps=2), [COLLAPSED] * 8)

@@ -172,9 +172,10 @@ def _batch_written(out: Path, started: float) -> dict[int, float]:
     return {step: path.stat().st_mtime - started for step, path in sorted(batches.items()) if path.exists()}
 
 
-def _add(per: ClassRewards, step: int, cls: Any, reward: float) -> None:
-    cell = per.setdefault(str(step), {}).setdefault(str(cls), [0.0, 0])
-    cell[0], cell[1] = cell[0] + reward, cell[1] + 1
+def _add(cells: dict[str, list[float]], cls: Any, total: float, count: int = 1) -> None:
+    """Add `count` rollouts whose rewards sum to `total` to class `cls`'s [sum, rollouts]."""
+    cell = cells.setdefault(str(cls), [0.0, 0])
+    cell[0], cell[1] = cell[0] + total, cell[1] + count
 
 
 def looprl_class_rewards(out: Path, arg: str) -> ClassRewards:
@@ -183,7 +184,7 @@ def looprl_class_rewards(out: Path, arg: str) -> ClassRewards:
     with sqlite3.connect(f"file:{out / 'looprl.db'}?mode=ro", uri=True, timeout=5) as db:
         rows = db.execute("SELECT step, example_args, reward FROM rollouts WHERE split = 'train'").fetchall()
         for step, example, reward in rows:
-            _add(per, step, json.loads(example)[arg], reward or 0.0)
+            _add(per.setdefault(str(step), {}), json.loads(example)[arg], reward or 0.0)
     return per
 
 
@@ -200,7 +201,7 @@ def trl_class_rewards(out: Path, arg: str, weights: dict[str, float]) -> ClassRe
         components = {name: parts[(step, name)] for name in weights if (step, name) in parts}
         for i, first in enumerate(next(iter(components.values()))):
             total = sum(weights[name] * rows[i]["reward"] for name, rows in components.items())
-            _add(per, step, first["example_args"][arg], total)
+            _add(per.setdefault(str(step), {}), first["example_args"][arg], total)
     return per
 
 
@@ -435,8 +436,7 @@ def balanced(per: ClassRewards | None, last: int = STALL_WINDOW) -> float | None
     classes: dict[str, list[float]] = {}
     for step in steps:
         for cls, (total, count) in per[step].items():
-            cell = classes.setdefault(cls, [0.0, 0])
-            cell[0], cell[1] = cell[0] + total, cell[1] + count
+            _add(classes, cls, total, int(count))
     return statistics.fmean(total / count for total, count in classes.values())
 
 

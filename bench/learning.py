@@ -26,11 +26,13 @@ every seed's reward against seconds and against steps.
 Then the learning matrix (issue 37): per task, the systems side by side, the median and the worst
 seed of the seconds to 80 % and 95 % (3-step mean), of the longest run of steps in which most groups
 carried no signal while the task was unsolved (the 10-step mean reward below 90 %), and how many
-seeds stalled (8 of 10 such steps in a row). `--systems looprl looprl-recovery` compares collapse
-recovery (`[orchestrator.collapse]`) on and off; defaults are chosen by the worst seed.
+seeds stalled (8 of 10 such steps in a row). `--systems looprl looprl-recovery looprl-rollback` compares
+collapse recovery (`[orchestrator.collapse]`, by temperature and by rollback) on and off; defaults are chosen
+by the worst seed.
 
     .venv/bin/python bench/learning.py [--tasks demo two_digit large_number one_word] [--seeds 3] [--budget-s 600]
-        [--lr 2e-5] [--systems looprl looprl-recovery trl] [--looprl-args "--orchestrator.max_off_policy_steps 0"]
+        [--lr 2e-5] [--systems looprl looprl-recovery looprl-rollback trl]
+        [--looprl-args "--orchestrator.max_off_policy_steps 0"]
         [--stop-at 0.95 [--stop-window 3]] [--out runs/bench-learning]
     .venv/bin/python bench/learning.py --summarize runs/bench-learning/*/results.json   # again, no runs
 """
@@ -59,10 +61,12 @@ ROOT = Path(__file__).resolve().parents[1]
 TASKS = {name: ROOT / "examples" / name for name in ("demo", "two_digit", "large_number", "one_word")}
 LEVELS = (0.5, 0.8, 0.95)
 MEAN_OF = 3  # steps averaged for the steadier reading of when a level was reached
-SYSTEMS = ("looprl", "looprl-recovery", "trl")
-"""looprl with its defaults, looprl with collapse recovery on (`[orchestrator.collapse]`), TRL."""
-RECOVERY_ARGS = ["--orchestrator.collapse", "{}"]
-"""The `looprl rl` overrides of `looprl-recovery`: the recovery with its default settings."""
+SYSTEMS = ("looprl", "looprl-recovery", "looprl-rollback", "trl")
+"""looprl with its defaults, looprl with collapse recovery on (`[orchestrator.collapse]`: raising the
+temperature, rolling back at a lower learning rate), TRL."""
+RECOVERY_ARGS = {"looprl-recovery": ["--orchestrator.collapse.method", "temperature"],
+                 "looprl-rollback": ["--orchestrator.collapse.method", "rollback"]}
+"""The `looprl rl` overrides of each recovering system: the recovery with its default settings."""
 STALL_WINDOW, STALL_STEPS, UNSOLVED = 10, 8, 0.9
 """A seed stalls when STALL_STEPS of STALL_WINDOW consecutive steps carried no signal while the
 STALL_WINDOW-step mean reward was below UNSOLVED of the maximum (issue 37's criterion)."""
@@ -113,8 +117,8 @@ def max_reward(task: str) -> float:
 # --- the runs ---------------------------------------------------------------------------------
 
 
-def run_looprl(args: argparse.Namespace, seed: int, out: Path, recovery: bool = False) -> list[Point]:
-    """One looprl seed as a user runs it; `recovery`: with collapse recovery on (`RECOVERY_ARGS`)."""
+def run_looprl(args: argparse.Namespace, seed: int, out: Path, system: str = "looprl") -> list[Point]:
+    """One looprl seed as a user runs it; a recovering `system` with its collapse recovery on (`RECOVERY_ARGS`)."""
     subprocess.run(["rm", "-rf", str(out)], check=True)
     command = [
         sys.executable,
@@ -134,7 +138,7 @@ def run_looprl(args: argparse.Namespace, seed: int, out: Path, recovery: bool = 
         "--trainer.optim.lr",
         str(args.lr),
         *shlex.split(args.looprl_args),
-        *(RECOVERY_ARGS if recovery else []),
+        *RECOVERY_ARGS.get(system, []),
     ]
     started = time.time()
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -357,7 +361,8 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         ("Adam betas", str(tuple(t.optim.betas)), str((trl.adam_beta1, trl.adam_beta2))),
         ("KL coefficient", str(t.loss.kl_coef), str(trl.beta)),
         ("entropy bonus coefficient", str(t.loss.entropy_coef), "0.0"),
-        ("collapse recovery", f"{'on' if o.collapse else 'off'} (looprl-recovery: on)", "none"),
+        ("collapse recovery", f"{o.collapse.method if o.collapse else 'off'} (looprl-recovery: temperature, "
+                              "looprl-rollback: rollback)", "none"),
         (
             "rollouts per step / group",
             f"{o.batch_size}/{o.group_size}",
@@ -633,7 +638,7 @@ def run_systems(args: argparse.Namespace, path: Path) -> dict[str, Any]:
             before = os.getloadavg()[0]
             run_dir = Path(args.out) / args.task / f"{system}-{seed}"
             points = (run_trl(args, seed, run_dir) if system == "trl"
-                      else run_looprl(args, seed, run_dir, recovery=system == "looprl-recovery"))
+                      else run_looprl(args, seed, run_dir, system))
             runs[system].append(points)
             if arg:
                 per = (trl_class_rewards(run_dir, arg, reward_weights(args.task)) if system == "trl"
@@ -663,7 +668,8 @@ def main() -> None:
     parser.add_argument("--results-dir", help="where each task's TASK/results.json is kept (default: OUT); the"
                         " learning matrix keeps them in the repository, bench/results/matrix")
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=["looprl", "trl"],
-                        help="looprl-recovery: looprl with collapse recovery on ([orchestrator.collapse])")
+                        help="looprl-recovery / looprl-rollback: looprl with collapse recovery on "
+                             "([orchestrator.collapse], method temperature / rollback)")
     parser.add_argument("--looprl-args", default="", help="extra `looprl rl` overrides (ablations)")
     parser.add_argument("--stop-at", type=float, help="stop a seed (looprl's or TRL's) once a step's reward reached"
                         " this share of the maximum (e.g. 0.95; an ablation measuring time to a level needs no more)")

@@ -17,7 +17,7 @@ import sys
 from contextlib import closing
 from pathlib import Path
 
-from tests.support.rl_env import write_data, write_rl_config
+from tests.support.rl_env import write_data, write_levels, write_rl_config
 from tests.unit.inference.conftest import build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,3 +177,37 @@ def test_rl_collapse_recovery_reports_a_task_without_signal(tmp_path):
             "without signal); the task is not learnable at these settings")
     assert line in out
     assert line in (tmp_path / "run" / "logs" / "orchestrator.log").read_text()
+
+
+def test_rl_collapse_recovery_rolls_back_at_a_lower_learning_rate(tmp_path):
+    """`[orchestrator.collapse] method = "rollback"` through `looprl rl`: no group ever has signal while the
+    rewards differ between examples (`LevelEnv`), so the watch fires at step 3 and, no step having explored,
+    the trainer goes back to the run's first weights and halves the learning rate: in the output, both
+    processes' logs, the `collapse/...` metrics, the trainer's `train/lr`, `looprl metrics` and the
+    inspector's run page."""
+    from fastapi.testclient import TestClient
+
+    from looprl.inspector.app import create_app
+
+    run = tmp_path / "run"
+    path = write_rl_config(tmp_path / "rl.toml", model=build_tiny_model(tmp_path / "tiny"),
+                           data=write_levels(tmp_path / "data"), run=run, max_steps=4, overrides={
+                               "env": {"source": "tests/support/rl_env.py:LevelEnv"},
+                               "orchestrator": {"collapse": {"method": "rollback", "lr_factor": 0.5},
+                                                "eval": {"num_examples": 0}}})
+    out = looprl("rl", "@", str(path)).stdout
+    line = ("collapse recovery: 2 of 2 groups at step 3 without signal, policy not exploring; weights back to the "
+            "run's first (no step yet whose groups mostly had signal), AdamW's moments reset, learning rate x1 -> "
+            "x0.5 (rollback 1)")
+    assert line in out and line in (run / "logs" / "orchestrator.log").read_text()
+    assert "step 3: collapse recovery, weights back to the last kept" in (run / "logs" / "trainer.log").read_text()
+    rows = [json.loads(row) for row in looprl("metrics", str(run), "--json").stdout.splitlines()]
+    assert [r["step"] for r in rows if r.get("collapse/rollback")] == [3]
+    assert [r["collapse/lr_scale"] for r in rows] == [1.0, 1.0, 0.5, 0.5]
+    assert [r["train/lr"] for r in rows] == [1e-3, 1e-3, 5e-4, 5e-4]  # from the rollback on (step 3 trains nothing)
+    table = looprl("metrics", str(run)).stdout.splitlines()
+    assert " lr " in next(row for row in table if row.startswith("step"))
+    inspector = TestClient(create_app([run]), base_url="http://127.0.0.1:8765")
+    marks = inspector.get("/api/runs/run/metrics").json()["interventions"]
+    assert [(m["step"], m["action"], m["value_from"], m["value_to"], m["message"]) for m in marks] == [
+        (3, "rollback", 1.0, 0.5, line)]

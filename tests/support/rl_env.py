@@ -1,6 +1,7 @@
 """A single-turn env whose reward varies even for a random-weight model (distinct characters in the
-reply), so RL tests on the tiny model get non-zero advantages; one whose sandbox is down (every rollout
-fails); a writer for their data, and one for the config of a tiny `looprl rl` run on them."""
+reply), so RL tests on the tiny model get non-zero advantages; one whose groups never have signal (a
+collapse from the first step); one whose sandbox is down (every rollout fails); writers for their data,
+and one for the config of a tiny `looprl rl` run on them."""
 
 import json
 from pathlib import Path
@@ -22,6 +23,14 @@ class CharsEnv(BaseEnv):
         return {"chars": len(set(extract_completion_text(rollout.messages))) / 10}
 
 
+class LevelEnv(CharsEnv):
+    """Every reply to an example gets that example's `level` (`write_levels`): no group ever has signal, while
+    the rewards differ between examples, as for a policy that answers every question alike."""
+
+    async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
+        return {"level": float(rollout.example_args["level"])}
+
+
 class DownEnv(CharsEnv):
     """Every rollout fails as its reward is computed: a sandbox service that stopped answering."""
 
@@ -33,6 +42,16 @@ def write_data(base_dir: Path, n: int = 6) -> Path:
     base_dir.mkdir(parents=True, exist_ok=True)
     for split in ("train", "eval"):
         lines = [json.dumps({"prompt_messages": [{"role": "user", "content": f"what is {i} plus two?"}]})
+                 for i in range(n)]
+        (base_dir / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    return base_dir
+
+
+def write_levels(base_dir: Path, n: int = 6) -> Path:
+    """`LevelEnv`'s data: example i's level is i % 2."""
+    base_dir.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "eval"):
+        lines = [json.dumps({"prompt_messages": [{"role": "user", "content": f"is {i} odd?"}], "level": i % 2})
                  for i in range(n)]
         (base_dir / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
     return base_dir

@@ -30,12 +30,14 @@ if TYPE_CHECKING:
 COLUMNS = {"reward": "reward", "eval/reward": "eval", "pass_rate": "pass", "train/loss": "loss",
            "train/entropy": "entropy", "train/mismatch_kl": "kl", "train/grad_norm": "grad",
            "groups_skipped": "skip", "groups_dropped": "drop", "collapse/temperature": "temp",
-           "gen_tokens_per_s": "gen tok/s", "step_time_s": "step s"}
+           "train/lr": "lr", "gen_tokens_per_s": "gen tok/s", "step_time_s": "step s"}
 """The default table's metrics and their column headers; `OPTIONAL` ones only when some step recorded them."""
 
-OPTIONAL = {"eval/reward", "collapse/temperature"}
-"""Columns shown only when some step recorded them: `eval` (a step evaluated), `temp` (the sampling
-temperature collapse recovery set for the next groups, `[orchestrator.collapse]`)."""
+OPTIONAL = {"eval/reward": "eval/reward", "collapse/temperature": "collapse/temperature",
+            "train/lr": "collapse/lr_scale"}
+"""Columns shown only when some step recorded the metric each names: `eval` (a step evaluated), `temp` (the
+sampling temperature collapse recovery set for the next groups, `[orchestrator.collapse]`), `lr` (the trainer's
+learning rate, in runs whose collapse recovery rolls back and lowers it: `collapse/lr_scale`)."""
 
 UNTRAINED = {"train/loss", "train/entropy", "train/mismatch_kl", "train/clipped_frac", "train/ref_kl",
              "train/entropy_bonus", "train/grad_norm"}
@@ -118,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
 
 def table(steps: Sequence[dict[str, Any]]) -> Table:
     """The default table: one row per step, the `COLUMNS` that any step recorded."""
-    names = [n for n in COLUMNS if n not in OPTIONAL or any(n in row for row in steps)]
+    names = [n for n in COLUMNS if n not in OPTIONAL or any(OPTIONAL[n] in row for row in steps)]
     out = _table("step", [COLUMNS[n] for n in names])
     for row in steps:
         out.add_row(str(row["step"]), *(fmt(n, value(row, n)) for n in names))

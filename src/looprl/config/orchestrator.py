@@ -67,18 +67,26 @@ class DynamicSampling(Strict):
 
 
 class CollapseRecovery(Strict):
-    """`[orchestrator.collapse]`: step in when the policy stops exploring (`orchestrator.collapse`): raise
-    the sampling temperature of the next groups until groups regain a learning signal, then decay it back."""
+    """`[orchestrator.collapse]`: step in when the policy stops exploring (`orchestrator.collapse`). `method`
+    `rollback`: put the weights back to those of the last step whose groups mostly had signal and go on at a
+    lower learning rate; `temperature`: raise the sampling temperature of the next groups until groups regain
+    a learning signal, then decay it back (docs/training.md, 'Collapse recovery')."""
 
+    method: Literal["rollback", "temperature"] = "temperature"
+    """`rollback` or `temperature` (docs/benchmarks.md compares them)."""
+    lr_factor: float = Field(0.5, gt=0, lt=1)
+    """rollback: the learning rate is multiplied by this at each rollback, for the rest of the run."""
     raise_by: float = Field(0.25, gt=0)
-    """Added to the sampling temperature at each step that still has most groups without signal."""
+    """temperature: added to the sampling temperature at each step that still has most groups without signal."""
     max_temperature: float = Field(1.5, gt=0, le=2)
-    """Highest temperature it raises to (the engines accept up to 2)."""
+    """temperature: highest temperature it raises to (the engines accept up to 2)."""
     decay_by: float = Field(0.1, gt=0)
-    """Taken off the raised temperature at each step with signal, until it is back at the configured one."""
+    """temperature: taken off the raised temperature at each step with signal, until it is back at the
+    configured one."""
     max_attempts: int = Field(4, ge=1)
-    """Raises in a row without a step regaining signal before it gives up (the temperature goes back and the
-    run says the task does not look learnable at these settings)."""
+    """Before it gives up (the run then says the task does not look learnable at these settings): rollbacks in
+    the run (`rollback`), or raises in a row without a step regaining signal (`temperature`, whose temperature
+    then goes back)."""
 
 
 class OrchestratorConfig(Strict):
@@ -162,7 +170,8 @@ class OrchestratorConfig(Strict):
 
     @model_validator(mode="after")
     def _room_to_raise(self) -> OrchestratorConfig:
-        if self.collapse and self.collapse.max_temperature <= self.base_temperature:
+        if self.collapse and self.collapse.method == "temperature" and \
+                self.collapse.max_temperature <= self.base_temperature:
             raise ValueError(f"orchestrator.collapse.max_temperature ({self.collapse.max_temperature}) must be above "
                              f"the sampling temperature ({self.base_temperature}): there is nothing to raise to")
         return self

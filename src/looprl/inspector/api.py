@@ -29,7 +29,7 @@ from looprl.inspector.api_types import (
 )
 from looprl.inspector.catalog import RunCatalog, RunRef
 from looprl.session.collapse import ExplorationWatch
-from looprl.session.collapse_recovery import Intervention
+from looprl.session.collapse_recovery import SETTING_METRIC, Intervention
 from looprl.store.ledger import coverage
 from looprl.store.reader import SORT_COLUMNS, RolloutFilter, RunStoreReader
 from looprl.store.records import RolloutRecord, RunInfo
@@ -146,10 +146,10 @@ def collapse_interventions(steps: list[StepMetrics]) -> list[CollapseInterventio
     for s in steps:
         found = Intervention.from_metrics(s.step, s.metrics, previous)
         if found:
-            out.append(CollapseIntervention(step=found.step, action=found.action, message=found.line(),
-                                            temperature_from=found.temperature_from,
-                                            temperature_to=found.temperature_to))
-        previous = s.metrics.get("collapse/temperature", previous)
+            out.append(CollapseIntervention(step=found.step, action=found.action, method=found.method,
+                                            message=found.line(), value_from=found.value_from,
+                                            value_to=found.value_to))
+        previous = next((s.metrics[k] for k in SETTING_METRIC.values() if k in s.metrics), previous)
     return out
 
 

@@ -136,11 +136,14 @@ class CollapseIntervention(BaseModel):
     rebuilt from the step's `collapse/...` metrics."""
 
     step: int
-    action: Literal["raise", "decay", "give_up", "unlearnable"]
-    """What it did: raised or decayed the sampling temperature, gave up, or reported a task without signal."""
-    temperature_from: float
-    temperature_to: float
-    """The sampling temperature of the groups started after the step."""
+    action: Literal["rollback", "raise", "decay", "give_up", "unlearnable"]
+    """What it did: rolled the weights back, raised or decayed the sampling temperature, gave up, or reported a
+    task without signal."""
+    method: Literal["rollback", "temperature"]
+    value_from: float
+    value_to: float
+    """The method's setting before and after the step: the learning-rate factor (rollback) or the sampling
+    temperature of the groups started after it (temperature)."""
     message: str
     """The line the orchestrator logged: when, why, what changed."""
 

@@ -15,8 +15,9 @@ For each step N (from 1):
    rollouts stay out of the loss unless `include_failed`, and a group with one trains the rest unless
    `failed_group = "drop"` (a group whose rollouts all failed is out); groups with no non-zero advantage are
    skipped and counted (`no_signal_frac`; most groups so for several steps in a row: a warning,
-   `session.collapse`; with `[orchestrator.collapse]` the next groups sample hotter until groups regain
-   signal: `session.collapse_recovery`). With `dynamic_sampling` such groups are replaced by new ones in step 3, up to
+   `session.collapse`; with `[orchestrator.collapse]` the trainer rolls back to weights that still explored
+   at a lower learning rate, or the next groups sample hotter until groups regain signal:
+   `session.collapse_recovery`). With `dynamic_sampling` such groups are replaced by new ones in step 3, up to
    `max_extra_groups` per step (`groups_sampled`, `groups_kept`).
 5. Samples from the recorded calls, packed by token budget into `steps/step_N/batch.json`.
 6. Store: the rollouts at once (before the batch is handed over), each with the components it was
@@ -59,7 +60,7 @@ from looprl.paths import batch_path, progress_path, rollout_metrics_path, traine
 from looprl.session import Group, RolloutSession
 from looprl.session.advantages import batch_advantages
 from looprl.session.collapse import ExplorationWatch
-from looprl.session.collapse_recovery import CollapseRecovery
+from looprl.session.collapse_recovery import CollapseRecovery, explored
 from looprl.session.rewards import UnusedWeights, mark_zero_filled
 from looprl.store.reader import RunStoreReader
 from looprl.trackers import TrackedRun, Trackers, inspector_link, open_trackers
@@ -133,6 +134,9 @@ class Orchestrator:
         session.writer.delete_steps_after(session.run_id, resume_step)  # a resume (k = 0: before any checkpoint)
         if resume_step:
             self.recover_steps(resume_step)
+            metrics_path = rollout_metrics_path(self.run_dir, resume_step)
+            if self.recovery and metrics_path.is_file():
+                self.recovery.resume(resume_step, json.loads(metrics_path.read_text()))
             state = json.loads(progress_path(self.run_dir, resume_step).read_text()).get("sampler")
             await self.weights.wait_for(resume_step)  # the trainer broadcasts its restored weights
         reader = RunStoreReader(self.run_dir)
@@ -239,8 +243,9 @@ class Orchestrator:
             get_logger().warning(self.exploration.warning(
                 step, len(groups), stuck,
                 example and f"{example}: {inspector_link(self.run_dir, self.session.run_id, example)}"))
+        has_signal = explored(len(groups), int(metrics["groups_kept"]), self.exploration.share)
         if self.recovery:
-            metrics.update(self.recover(step, fired, len(groups), stuck))
+            metrics.update(self.recover(step, fired, len(groups), stuck, has_signal))
         metrics["samples"], metrics["micro_batches"] = float(len(samples)), float(len(micro_batches))
         metrics["sample_breaks"] = float(breaks)
         metrics["step_time_s"] = time.perf_counter() - started
@@ -249,13 +254,14 @@ class Orchestrator:
         # step N implies both (a crash after it loses nothing: `recover_steps`).
         write_atomic(rollout_metrics_path(self.run_dir, step), json.dumps(metrics))
         write_model(batch_path(self.run_dir, step),
-                    TrainBatch(step=step, micro_batches=micro_batches, progress={"sampler": order.state()}))
+                    TrainBatch(step=step, micro_batches=micro_batches, explored=has_signal,
+                               rollback=bool(metrics.get("collapse/rollback")), progress={"sampler": order.state()}))
 
-    def recover(self, step: int, fired: bool, sampled: int, stuck: int) -> dict[str, float]:
+    def recover(self, step: int, fired: bool, sampled: int, stuck: int, has_signal: bool) -> dict[str, float]:
         """Collapse recovery after `step`: the sampling of the groups started from now on, its log line
         and its `collapse/...` metrics."""
         assert self.recovery is not None
-        intervention = self.recovery.after_step(step, self.exploration, fired, sampled, stuck)
+        intervention = self.recovery.after_step(step, self.exploration, fired, sampled, stuck, has_signal)
         if intervention:
             log = get_logger().info if intervention.action == "decay" else get_logger().warning
             log(intervention.line())

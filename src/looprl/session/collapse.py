@@ -58,11 +58,15 @@ class ExplorationWatch:
         self.warned = True
         return True
 
+    def restart(self) -> None:
+        """Forget the streak (after a rollback: the restored policy's own steps decide the next warning)."""
+        self.streak, self.warned = [], False
+
     def warning(self, step: int, sampled: int, without_signal: int, example: str | None = None) -> str:
         """The one-line warning for the streak that ends at `step`; `example`: where to see such a group."""
         return (f"the policy stopped exploring: at each of steps {self.streak[0]}-{step} most groups "
                 f"({without_signal} of {sampled} at step {step}) gave every rollout the same reward, so they "
                 f"taught nothing{f'; e.g. rollout {example}' if example else ''} (docs/training.md, 'Collapse': "
-                "remedies: an entropy bonus (trainer.loss.entropy_coef) or a decaying learning rate, clip-higher, "
-                "dynamic sampling or a KL term; [orchestrator.collapse] makes looprl raise the sampling temperature "
-                "until groups regain signal)")
+                "remedies: a lower or decaying learning rate (trainer.optim), an entropy bonus "
+                "(trainer.loss.entropy_coef), clip-higher, dynamic sampling or a KL term; [orchestrator.collapse] "
+                "method = \"rollback\" makes looprl go back to weights that still explored, at a lower learning rate)")

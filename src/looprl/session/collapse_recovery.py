@@ -1,27 +1,30 @@
-"""Stepping in when the policy stops exploring: a hotter sampling temperature until groups regain signal.
+"""Stepping in when the policy stops exploring: back to weights that still explored at a lower learning
+rate, or a hotter sampling temperature until groups regain signal.
 
 `ExplorationWatch` (`session.collapse`) sees the collapse: most groups of several steps in a row gave
 every rollout the same reward, while the task is unsolved. On the tasks where it was measured the
 policy had settled on one answer pattern (all eight replies of a group alike), so nothing inside the
-loss can help: a group without signal has zero advantages, hence zero gradient, whatever the loss, its
-clipping or an entropy term computed on it; dynamic sampling only draws more groups from the same
-collapsed policy. Signal can come back only from replies that differ, i.e. from the sampling. The
-most direct lever on that is the temperature: dividing the logits by T > 1 spreads probability from
-the one dominant reply onto the others, at once, on the next groups, without touching the weights
-(unlike an entropy bonus, which has to move them first, and only through groups that already have
-signal, or a return to an earlier checkpoint, which throws away what was learnt since).
+loss can help any more: a group without signal has zero advantages, hence zero gradient, whatever the
+loss, its clipping or an entropy term computed on it; dynamic sampling only draws more groups from the
+same collapsed policy. Two ways back, `[orchestrator.collapse] method`:
 
-So with `[orchestrator.collapse]` set, `CollapseRecovery`:
-
-- **raises** the temperature of the groups started from then on by `raise_by` (up to
+- **rollback** (`trainer.rollback`): the trainer puts the weights back to those of the last step whose
+  groups mostly had signal (it keeps a copy of them), starts AdamW's moments afresh and multiplies the
+  learning rate by `lr_factor` for the rest of the run. Why the learning rate: on a task whose policy
+  does not yet tell the questions apart (examples/large_number), each step's update moves the shared
+  preference for one answer by about a learning rate, in a direction set by which questions the step drew;
+  the policy is lost once that walk reaches one answer for all (every group alike, no gradient), and it
+  learns the questions only if their signal adds up first. A smaller step makes the walk slower against
+  the signal's drift: at 1e-5 the task was learnt on seeds on which 2e-5 collapsed (docs/benchmarks.md).
+  After `max_attempts` rollbacks it gives up.
+- **temperature**: raises the temperature of the groups started from then on by `raise_by` (up to
   `max_temperature`) when the watch fires, and again at each further step that is still stuck;
-- **decays** it by `decay_by` per step once a step has signal again, back to the configured one (a
-  hotter policy is not the one being trained: the trainer's log-probabilities are the temperature-1
-  policy's, so rollouts drawn hot enter the loss as if drawn from it; the sooner sampling is back to
-  that policy, the smaller the bias);
-- **gives up** after `max_attempts` raises in a row without a step regaining signal: the temperature
-  goes back, the recovery stays off for the rest of the run, and the run says the task does not look
-  learnable at these settings, rather than sampling ever hotter noise that hides it.
+  **decays** it by `decay_by` per step once a step has signal again, back to the configured one (a hotter
+  policy is not the one being trained: the trainer's log-probabilities are the temperature-1 policy's, so
+  rollouts drawn hot enter the loss as if drawn from it); **gives up** after `max_attempts` raises in a
+  row without a step regaining signal: the temperature goes back, the recovery stays off for the rest of
+  the run, and the run says the task does not look learnable at these settings. On large_number a hotter
+  temperature did not bring a collapsed answer back (docs/training.md).
 
 Detection stays honest (issue 37): a solved task is no collapse (the watch leaves all-right groups
 out), and a run whose rollouts have all had the same reward since it started never lost an
@@ -41,8 +44,20 @@ from typing import Literal, get_args
 from looprl.config import CollapseRecovery as RecoveryConfig
 from looprl.session.collapse import ExplorationWatch
 
-Action = Literal["raise", "decay", "give_up", "unlearnable"]
+
+def explored(sampled: int, kept: int, share: float) -> bool:
+    """Whether a step's groups mostly had signal (`kept` of `sampled` trained, at least 1 - `share` of them): the
+    steps whose sampling weights a rollback may go back to. Groups without signal because every rollout was right
+    do not count, though the watch leaves them out of a collapse: on a yes/no task one answer to every question
+    gives all-right steps by luck."""
+    return sampled > 0 and kept >= (1 - share) * sampled
+
+
+Action = Literal["rollback", "raise", "decay", "give_up", "unlearnable"]
 ACTIONS: tuple[Action, ...] = get_args(Action)
+Method = Literal["rollback", "temperature"]
+SETTING_METRIC: dict[Method, str] = {"rollback": "collapse/lr_scale", "temperature": "collapse/temperature"}
+"""The metric holding each method's setting after every step: the learning-rate factor, the temperature."""
 
 
 @dataclass(frozen=True)
@@ -51,58 +66,91 @@ class Intervention:
 
     step: int
     action: Action
-    temperature_from: float
-    temperature_to: float
+    method: Method
+    value_from: float
+    value_to: float
+    """The method's setting before and after: the learning-rate factor (rollback) or the sampling temperature
+    of the next groups (temperature)."""
     attempt: int
-    """Raises in a row without a step with signal, this one included."""
+    """Rollbacks so far, or raises in a row without a step with signal; this one included."""
     sampled: int
     stuck: int
+    rolled_back_to: int | None = None
+    """rollback: the step whose sampling weights the trainer went back to (the last whose groups mostly had
+    signal; 0: the weights the run started from)."""
 
     def line(self) -> str:
         why = f"{self.stuck} of {self.sampled} groups at step {self.step} without signal"
-        change = f"sampling temperature of the next groups {self.temperature_from:g} -> {self.temperature_to:g}"
+        if self.method == "rollback":
+            lr = f"learning rate x{self.value_from:g} -> x{self.value_to:g}"
+            if self.action == "rollback":
+                to = (f"those that sampled step {self.rolled_back_to} (the last step whose groups mostly had signal)"
+                      if self.rolled_back_to else "the run's first (no step yet whose groups mostly had signal)")
+                return (f"collapse recovery: {why}, policy not exploring; weights back to {to}, AdamW's moments "
+                        f"reset, {lr} (rollback {self.attempt})")
+        change = f"sampling temperature of the next groups {self.value_from:g} -> {self.value_to:g}"
         if self.action == "raise":
-            held = " (held at its maximum)" if self.temperature_to == self.temperature_from else ""
+            held = " (held at its maximum)" if self.value_to == self.value_from else ""
             return f"collapse recovery: {why}, policy not exploring; {change}{held} (raise {self.attempt})"
         if self.action == "decay":
             return f"collapse recovery: groups have signal again at step {self.step}; {change}"
         if self.action == "give_up":
-            return (f"collapse recovery gave up: {why} after {self.attempt} raises up to temperature "
-                    f"{self.temperature_from:g}; the task does not look learnable at these settings; {change}, "
-                    "no further interventions in this run")
+            tried = (f"{self.attempt} rollbacks down to learning rate x{self.value_from:g}"
+                     if self.method == "rollback" else f"{self.attempt} raises up to temperature {self.value_from:g}")
+            after = "" if self.method == "rollback" else f"; {change}"
+            return (f"collapse recovery gave up: {why} after {tried}; the task does not look learnable at these "
+                    f"settings{after}, no further interventions in this run")
         return (f"no learning signal since the run started: every rollout got the same reward ({why}); the task "
                 "is not learnable at these settings (nothing to recover: the policy never explored it)")
 
     def metrics(self) -> dict[str, float]:
         """This step's intervention as `collapse/...` metrics (with `CollapseRecovery.metrics`)."""
-        return {f"collapse/{self.action}": 1.0}
+        rolled = {} if self.rolled_back_to is None else {"collapse/rollback_to": float(self.rolled_back_to)}
+        return {f"collapse/{self.action}": 1.0} | rolled
 
     @classmethod
     def from_metrics(cls, step: int, metrics: Mapping[str, float], previous: float | None) -> Intervention | None:
-        """The intervention a stored step's metrics record (None: none); `previous`: the temperature the
+        """The intervention a stored step's metrics record (None: none); `previous`: the method's setting the
         step before left (None: unknown, then this step's)."""
         action = next((a for a in ACTIONS if metrics.get(f"collapse/{a}")), None)
-        if action is None or "collapse/temperature" not in metrics:
+        method = next((m for m, key in SETTING_METRIC.items() if key in metrics), None)
+        if action is None or method is None:
             return None
-        to = metrics["collapse/temperature"]
+        to = metrics[SETTING_METRIC[method]]
         sampled, skipped = int(metrics.get("groups_sampled", 0)), int(metrics.get("groups_skipped", 0))
-        return cls(step, action, to if previous is None else previous, to, int(metrics.get("collapse/attempt", 0)),
-                   sampled, skipped - int(metrics.get("groups_solved", 0)))
+        rolled = metrics.get("collapse/rollback_to")
+        return cls(step, action, method, to if previous is None else previous, to,
+                   int(metrics.get("collapse/attempt", 0)), sampled, skipped - int(metrics.get("groups_solved", 0)),
+                   None if rolled is None else int(rolled))
 
 
 class CollapseRecovery:
-    """The temperature the next groups sample at, moved by what each step's groups showed."""
+    """The method's setting (the learning-rate factor, or the temperature the next groups sample at), moved by
+    what each step's groups showed; `rollback` tells the orchestrator to have the trainer roll back."""
 
     def __init__(self, cfg: RecoveryConfig, base_temperature: float) -> None:
         self.cfg, self.base = cfg, base_temperature
+        self.method: Method = cfg.method
         self.temperature = base_temperature
+        self.lr_scale = 1.0
         self.attempt = 0
+        self.explored = 0
+        """The last step whose groups mostly had signal (0: none yet, the weights the run started from)."""
         self.gave_up = self.reported = False
 
-    def after_step(self, step: int, watch: ExplorationWatch, fired: bool, sampled: int,
-                   stuck: int) -> Intervention | None:
-        """Update after `step`, once `watch` has observed it (`fired`: it detected a collapse there)."""
-        before = self.temperature
+    def resume(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Go on after `--resume` from `step`, from its stored `collapse/...` metrics: the learning-rate factor (the
+        trainer's scheduler kept it too) or the temperature, and the attempts so far. The trainer's copy of the
+        weights is then the resumed ones, which sample step + 1."""
+        self.lr_scale = metrics.get("collapse/lr_scale", self.lr_scale)
+        self.temperature = metrics.get("collapse/temperature", self.temperature)
+        self.attempt = int(metrics.get("collapse/attempt", self.attempt))
+        self.explored = step + 1
+
+    def after_step(self, step: int, watch: ExplorationWatch, fired: bool, sampled: int, stuck: int,
+                   explored: bool = False) -> Intervention | None:
+        """Update after `step`, once `watch` has observed it (`fired`: it detected a collapse there; `explored`:
+        most of its groups had signal: `explored`)."""
         if self.gave_up or sampled == 0:  # a step that trained only carried-over groups says nothing new
             return None
         is_stuck = stuck / sampled > watch.share
@@ -110,21 +158,46 @@ class CollapseRecovery:
             if self.reported:
                 return None
             self.reported = True
-            return Intervention(step, "unlearnable", before, before, 0, sampled, stuck)
+            value = self.lr_scale if self.method == "rollback" else self.temperature
+            return Intervention(step, "unlearnable", self.method, value, value, 0, sampled, stuck)
+        if self.method == "rollback":
+            return self._rollback(step, watch, fired, sampled, stuck, explored)
+        return self._temperature(step, fired, sampled, stuck, is_stuck)
+
+    def _rollback(self, step: int, watch: ExplorationWatch, fired: bool, sampled: int, stuck: int,
+                  explored: bool) -> Intervention | None:
+        if explored:
+            self.explored = step
+        if not fired:
+            return None
+        before = self.lr_scale
+        if self.attempt == self.cfg.max_attempts:
+            self.gave_up = True
+            return Intervention(step, "give_up", "rollback", before, before, self.attempt, sampled, stuck)
+        self.attempt += 1
+        self.lr_scale = before * self.cfg.lr_factor
+        watch.restart()  # the rolled-back policy gets its own steps before the watch can fire again
+        return Intervention(step, "rollback", "rollback", before, self.lr_scale, self.attempt, sampled, stuck,
+                            rolled_back_to=self.explored)
+
+    def _temperature(self, step: int, fired: bool, sampled: int, stuck: int, is_stuck: bool) -> Intervention | None:
+        before = self.temperature
         if is_stuck and (fired or self.attempt or self.temperature != self.base):
             if self.attempt == self.cfg.max_attempts:
                 self.gave_up, self.temperature = True, self.base
-                return Intervention(step, "give_up", before, self.base, self.attempt, sampled, stuck)
+                return Intervention(step, "give_up", "temperature", before, self.base, self.attempt, sampled, stuck)
             self.attempt += 1
             self.temperature = round(min(self.cfg.max_temperature, self.temperature + self.cfg.raise_by), 6)
-            return Intervention(step, "raise", before, self.temperature, self.attempt, sampled, stuck)
+            return Intervention(step, "raise", "temperature", before, self.temperature, self.attempt, sampled, stuck)
         if not is_stuck:
             self.attempt = 0
             if self.temperature > self.base:
                 self.temperature = round(max(self.base, self.temperature - self.cfg.decay_by), 6)
-                return Intervention(step, "decay", before, self.temperature, 0, sampled, stuck)
+                return Intervention(step, "decay", "temperature", before, self.temperature, 0, sampled, stuck)
         return None
 
     def metrics(self) -> dict[str, float]:
-        """Every step's state: the next groups' temperature and the raises in a row so far."""
-        return {"collapse/temperature": self.temperature, "collapse/attempt": float(self.attempt)}
+        """Every step's state: the method's setting (the learning-rate factor, or the next groups'
+        temperature) and the rollbacks so far, or the raises in a row."""
+        value = self.lr_scale if self.method == "rollback" else self.temperature
+        return {SETTING_METRIC[self.method]: value, "collapse/attempt": float(self.attempt)}

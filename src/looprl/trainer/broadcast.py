@@ -87,6 +87,12 @@ class Broadcaster:
         if self.shared is not None:
             self.shared.guard(optimizer)
 
+    def begin_change(self) -> None:
+        """The weights are about to change outside an optimizer step (a rollback): the region, if the parameters
+        live in it, stops offering the version it holds."""
+        if self.shared is not None:
+            self.shared.begin_change()
+
     @contextlib.contextmanager
     def unchanged(self, step: int) -> Iterator[None]:
         """A block that leaves the weights of `step`'s broadcast as they are (saving a checkpoint) but may run

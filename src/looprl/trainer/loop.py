@@ -17,6 +17,9 @@ rank 0 alone writes broadcasts, reports and the checkpoint's files.
 `broadcasts/step_k/` exists (the orchestrator puts the engine on it) and continues at k+1. With
 `[trainer.lora]` the policy trains adapters; broadcasts carry the merged weights for the embedded
 engine, the adapters alone for vLLM (`inference.backend = "vllm"`, which loads them at run time).
+With `[orchestrator.collapse] method = "rollback"` the trainer keeps a copy of the weights that sampled the
+last batch whose groups mostly had signal and, given a batch marked `rollback`, goes back to them at a lower
+learning rate instead of training on it (`trainer.rollback`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from looprl.trainer.lora import add_lora
 from looprl.trainer.loss import select
 from looprl.trainer.model import as_reference, load_policy
 from looprl.trainer.optim import build_optimizer, build_scheduler
+from looprl.trainer.rollback import Rollback
 from looprl.trainer.rollout_logprobs import RolloutLogprobs
 from looprl.trainer.step import train_step
 from looprl.trainer.weight_files import full_state_dict
@@ -96,6 +100,8 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0, weights_region: Path
         log.info("resumed from checkpoint step {}", resume_step)
     token_loss, normalize = select.token_loss(tcfg.loss), select.normalize(tcfg.loss)
     correction = select.rollout_correction(tcfg.loss)
+    recovery = cfg.orchestrator.collapse
+    rollback = Rollback(model) if recovery is not None and recovery.method == "rollback" else None
 
     def is_kept(step: int) -> bool:
         return (ccfg.interval > 0 and step % ccfg.interval == 0) or step == cfg.max_steps
@@ -105,8 +111,19 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0, weights_region: Path
         started = time.perf_counter()
         batch = wait_model(batch_path(run_dir, step), TrainBatch)
         waited = time.perf_counter() - started
+        micro_batches = batch.micro_batches
+        if rollback is not None and recovery is not None:
+            if batch.rollback:  # train on nothing the collapsed policy sampled
+                broadcast.begin_change()
+                rollback.restore(optimizer, scheduler, recovery.lr_factor)
+                micro_batches = []
+                log.warning("step {}: collapse recovery, weights back to the last kept (sampled a step whose "
+                            "groups mostly had signal), AdamW's moments reset, learning rate now {:.2e}", step,
+                            optimizer.param_groups[0]["lr"])
+            elif batch.explored:
+                rollback.keep()
         collected = RolloutLogprobs()
-        metrics = train_step(model, optimizer, scheduler, batch.micro_batches, token_loss, normalize,
+        metrics = train_step(model, optimizer, scheduler, micro_batches, token_loss, normalize,
                              tcfg.optim.max_grad_norm, ref_model, tcfg.loss.kl_coef, ranks, collected,
                              select.sequence_level(tcfg.loss), correction, tcfg.loss.entropy_coef)
         rollout_logprobs = collected.gather(ranks)

@@ -57,6 +57,11 @@ class SharedWeightsWriter:
         if self.live:
             optimizer.register_step_pre_hook(lambda *_: self._locked().begin_change())
 
+    def begin_change(self) -> None:
+        """Live mode: the trainer is about to change the weights outside an optimizer step (a rollback)."""
+        if self.live:
+            self._locked().begin_change()
+
     def republish(self, version: int) -> None:
         """Live mode: mark the region as holding `version` again after optimizer steps that changed no weight.
         torch's distributed checkpoint initialises an empty optimizer state (no step trained yet) with a step

@@ -93,7 +93,7 @@ def train_step(
             rollout_logprobs.add(mb, sampled)
     totals = all_sum(totals, ranks)
     grad_norm = full_value(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
-    lr = float(scheduler.get_last_lr()[0])
+    lr = float(optimizer.param_groups[0]["lr"])  # what this update uses (a rollback may have just lowered it)
     optimizer.step()
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)

@@ -117,8 +117,8 @@ def test_run_page_marks_collapse_recovery_interventions(run_dir):
     mark_collapse_recovery(run_dir)
     with TestClient(create_app([run_dir]), base_url="http://127.0.0.1:8765") as c:
         marks = c.get(f"{API}/metrics").json()["interventions"]
-    assert [(m["step"], m["action"], m["temperature_from"], m["temperature_to"]) for m in marks] == [
-        (1, "raise", 1.0, 1.25), (2, "decay", 1.25, 1.15)]
+    assert [(m["step"], m["action"], m["method"], m["value_from"], m["value_to"]) for m in marks] == [
+        (1, "raise", "temperature", 1.0, 1.25), (2, "decay", "temperature", 1.25, 1.15)]
     assert marks[0]["message"] == ("collapse recovery: 4 of 4 groups at step 1 without signal, policy not exploring; "
                                    "sampling temperature of the next groups 1 -> 1.25 (raise 1)")
 

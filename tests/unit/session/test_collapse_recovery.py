@@ -5,7 +5,7 @@ signal since the start do not trigger it."""
 from looprl.config import CollapseRecovery as RecoveryConfig
 from looprl.session.advantages import GroupAdvantages
 from looprl.session.collapse import ExplorationWatch
-from looprl.session.collapse_recovery import CollapseRecovery, Intervention
+from looprl.session.collapse_recovery import CollapseRecovery, Intervention, explored
 
 
 def drive(recovery: CollapseRecovery, watch: ExplorationWatch, steps: list[list[tuple[float, ...]]]):
@@ -16,7 +16,8 @@ def drive(recovery: CollapseRecovery, watch: ExplorationWatch, steps: list[list[
         advantages = [GroupAdvantages(list(g), [0.0] * len(g), skipped=len(set(g)) == 1) for g in groups]
         stuck = sum(a.skipped for a in advantages) - watch.solved(advantages)
         fired = watch.observe(step, len(groups), stuck)
-        out.append((recovery.after_step(step, watch, fired, len(groups), stuck), recovery.temperature))
+        has_signal = explored(len(groups), sum(not a.skipped for a in advantages), watch.share)
+        out.append((recovery.after_step(step, watch, fired, len(groups), stuck, has_signal), recovery.temperature))
     return out
 
 
@@ -83,3 +84,60 @@ def test_config_needs_room_above_the_sampling_temperature():
     assert OrchestratorConfig().collapse is None  # off by default
     with pytest.raises(ValidationError, match=r"collapse.max_temperature \(1.2\) must be above the sampling"):
         OrchestratorConfig(sampling={"temperature": 1.2}, collapse={"max_temperature": 1.2})
+
+
+def test_rollback_goes_back_to_the_last_step_that_explored_at_a_lower_learning_rate():
+    recovery = CollapseRecovery(RecoveryConfig(method="rollback", lr_factor=0.5, max_attempts=2), 1.0)
+    watch = ExplorationWatch(steps=3)
+    seen = drive(recovery, watch, [SIGNAL] * 2 + [COLLAPSED] * 3 + [SIGNAL] + [COLLAPSED] * 7)
+    actions = [(step, i.action, i.value_to, i.rolled_back_to) for step, (i, _) in enumerate(seen, 1) if i]
+    # fires after 3 stuck steps; the rolled-back policy gets 3 steps of its own before the watch fires again
+    assert actions == [(5, "rollback", 0.5, 2), (9, "rollback", 0.25, 6), (12, "give_up", 0.25, None)]
+    first = seen[4][0]
+    assert first.line() == ("collapse recovery: 2 of 2 groups at step 5 without signal, policy not exploring; weights "
+                            "back to those that sampled step 2 (the last step whose groups mostly had signal), AdamW's "
+                            "moments reset, learning rate x1 -> x0.5 (rollback 1)")
+    assert first.metrics() == {"collapse/rollback": 1.0, "collapse/rollback_to": 2.0}
+    assert "gave up" in seen[11][0].line() and "after 2 rollbacks down to learning rate x0.25" in seen[11][0].line()
+    assert recovery.metrics() == {"collapse/lr_scale": 0.25, "collapse/attempt": 2.0}
+    assert {t for _, t in seen} == {1.0}  # the temperature is not its lever
+
+
+def test_a_lucky_all_right_step_is_not_one_to_roll_back_to():
+    """One answer to every yes/no question is all right on a step that drew only its side: not stuck, as the
+    watch sees it, but no signal either, so not a step whose weights a rollback goes back to."""
+    recovery = CollapseRecovery(RecoveryConfig(method="rollback"), 1.0)
+    lucky = [(1.0, 1.0), (1.0, 1.0)]
+    seen = drive(recovery, ExplorationWatch(steps=3), [SIGNAL] + [COLLAPSED] * 2 + [lucky] + [COLLAPSED] * 3)
+    rolled = [i for i, _ in seen if i]
+    assert [(i.step, i.rolled_back_to) for i in rolled] == [(7, 1)]
+
+
+def test_rollback_before_any_step_explored_goes_back_to_the_first_weights():
+    recovery = CollapseRecovery(RecoveryConfig(method="rollback"), 1.0)
+    [*_, (rolled, _)] = drive(recovery, ExplorationWatch(steps=3), [COLLAPSED] * 3)
+    assert rolled.action == "rollback" and rolled.rolled_back_to == 0
+    assert "weights back to the run's first (no step yet whose groups mostly had signal)" in rolled.line()
+
+
+def test_rollback_rebuilt_from_stored_metrics():
+    recovery = CollapseRecovery(RecoveryConfig(method="rollback"), 1.0)
+    [*_, (rolled, _)] = drive(recovery, ExplorationWatch(steps=3), [SIGNAL] + [COLLAPSED] * 3)
+    metrics = {"groups_sampled": 2.0, "groups_skipped": 2.0, "groups_solved": 0.0, **recovery.metrics(),
+               **rolled.metrics()}
+    assert Intervention.from_metrics(4, metrics, 1.0) == rolled
+
+
+def test_rollback_needs_no_room_above_the_sampling_temperature():
+    from looprl.config import OrchestratorConfig
+
+    cfg = OrchestratorConfig(sampling={"temperature": 2.0}, collapse={"method": "rollback"})
+    assert cfg.collapse is not None and cfg.collapse.method == "rollback"
+
+
+def test_a_resumed_run_goes_on_from_the_stored_state():
+    recovery = CollapseRecovery(RecoveryConfig(method="rollback"), 1.0)
+    recovery.resume(12, {"collapse/lr_scale": 0.25, "collapse/attempt": 2.0})
+    assert recovery.metrics() == {"collapse/lr_scale": 0.25, "collapse/attempt": 2.0}
+    [*_, (rolled, _)] = drive(recovery, ExplorationWatch(steps=3), [COLLAPSED] * 3)
+    assert (rolled.rolled_back_to, rolled.value_to, rolled.attempt) == (13, 0.125, 3)

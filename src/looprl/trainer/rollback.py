@@ -1,0 +1,49 @@
+"""Collapse recovery by rollback, the trainer's side (`[orchestrator.collapse] method = "rollback"`).
+
+The orchestrator marks each batch `explored` when most of its groups had signal, and `rollback` when its
+watch saw the policy stop exploring (`session.collapse_recovery` says why a lower learning rate is the way
+back). Before training an explored batch the trainer copies the trainable weights that sampled it (at one
+step of lag or none, the weights it holds then; each rank its own shards, on the CPU); on a rollback batch
+it copies them back instead of training, starts AdamW's moments afresh (they point the way the policy
+collapsed) and multiplies the learning rate by `lr_factor`, then broadcasts as for any step. The factor
+lives in the scheduler's base learning rates, so a checkpoint keeps it; the copy does not (a resumed run
+starts a new one from the weights it resumed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def _local(param: torch.Tensor) -> torch.Tensor:
+    """The part of a parameter this rank holds (an FSDP2 shard's local tensor, or the tensor itself)."""
+    to_local = getattr(param, "to_local", None)
+    return to_local() if callable(to_local) else param
+
+
+class Rollback:
+    def __init__(self, model: Any) -> None:
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.kept: list[torch.Tensor] = []
+        self.keep()
+
+    @torch.no_grad()
+    def keep(self) -> None:
+        """Copy the trainable weights as they are now (into the same CPU buffers after the first time)."""
+        if not self.kept:
+            self.kept = [torch.empty_like(_local(p), device="cpu") for p in self.params]
+        for kept, p in zip(self.kept, self.params):
+            kept.copy_(_local(p))
+
+    @torch.no_grad()
+    def restore(self, optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler,
+                lr_factor: float) -> None:
+        """The kept weights back, AdamW's moments dropped, the learning rate times `lr_factor` from now on."""
+        for kept, p in zip(self.kept, self.params):
+            _local(p).copy_(kept)
+        optimizer.state.clear()
+        scheduler.base_lrs = [lr * lr_factor for lr in scheduler.base_lrs]
+        for group in optimizer.param_groups:
+            group["lr"] *= lr_factor

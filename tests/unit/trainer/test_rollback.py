@@ -1,0 +1,72 @@
+"""Collapse recovery by rollback, the trainer's side: the kept weights come back exactly, AdamW starts afresh
+and the learning rate is lower from then on, through a scheduler checkpoint too."""
+
+import pytest
+import torch
+from tests.support.tiny_model import tiny_model
+from tests.unit.trainer.test_step import _on_policy_sample
+
+from looprl.orchestrator.packing import pack
+from looprl.trainer.loss import truncated
+from looprl.trainer.optim import build_optimizer, build_scheduler
+from looprl.trainer.rollback import Rollback
+from looprl.trainer.step import train_step
+
+
+def _weights(model) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def test_restore_puts_back_the_kept_weights_resets_adam_and_lowers_the_learning_rate():
+    model = tiny_model()
+    optimizer = build_optimizer(model, lr=1e-2)
+    scheduler = build_scheduler(optimizer, warmup_steps=2)
+    rollback = Rollback(model)  # keeps the first weights
+
+    def train() -> dict[str, float]:
+        sample = _on_policy_sample(model, [5, 9, 3, 7, 20, 21, 22], 4, advantage=1.0)
+        return train_step(model, optimizer, scheduler, pack([sample], 64), truncated.token_loss)
+
+    train()
+    kept = _weights(model)
+    rollback.keep()
+    train()
+    assert any(not torch.equal(a, b) for a, b in zip(kept, _weights(model))) and optimizer.state
+    rollback.restore(optimizer, scheduler, lr_factor=0.5)
+    assert all(torch.equal(a, b) for a, b in zip(kept, _weights(model)))
+    assert not optimizer.state
+    # the factor holds for every later step, the warmup's included, and survives a checkpoint of the scheduler
+    assert train()["lr"] == pytest.approx(0.5 * 1e-2)
+    resumed = build_scheduler(build_optimizer(tiny_model(), lr=1e-2), warmup_steps=2)
+    resumed.load_state_dict(scheduler.state_dict())
+    assert resumed.base_lrs == pytest.approx([0.5 * 1e-2])
+
+
+def test_only_trainable_weights_are_kept():
+    model = tiny_model()
+    for p in list(model.parameters())[1:]:
+        p.requires_grad_(False)
+    rollback = Rollback(model)
+    assert len(rollback.kept) == 1 and rollback.kept[0].device.type == "cpu"
+
+
+def test_an_fsdp2_rank_keeps_and_restores_its_own_shards(tmp_path):
+    import torch.distributed as dist
+
+    from looprl.trainer import parallel
+
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    try:
+        model = parallel.prepare(tiny_model(), parallel.Ranks(distributed=True))
+        assert all(type(p).__name__ == "DTensor" for p in model.parameters())
+        optimizer = build_optimizer(model, lr=1e-2)
+        scheduler = build_scheduler(optimizer)
+        rollback = Rollback(model)
+        kept = [p.to_local().detach().clone() for p in model.parameters()]
+        sample = _on_policy_sample(model, [5, 9, 3, 7, 20, 21, 22], 4, advantage=1.0)
+        train_step(model, optimizer, scheduler, pack([sample], 64), truncated.token_loss)
+        assert any(not torch.equal(a, p.to_local()) for a, p in zip(kept, model.parameters()))
+        rollback.restore(optimizer, scheduler, lr_factor=0.5)
+        assert all(torch.equal(a, p.to_local()) for a, p in zip(kept, model.parameters()))
+    finally:
+        dist.destroy_process_group()

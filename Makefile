@@ -76,10 +76,12 @@ docs: install
 
 # The contributor's loop: the unit tests without lint, slow or browser tests (under 2 minutes on 2 idle cores).
 unit: install
-	$(PY) -m pytest -q tests/unit -m "not slow and not browser"
+	$(PY) -m pytest -q tests/unit -m "not slow and not browser" -n 2
 
+# Two pytest workers (pytest-xdist), each test file on one of them: most tests wait on processes they start
+# (engines, env servers, `looprl rl` runs), so the second core is busy while the first waits.
 test: install lint vllm /usr/bin/chromium test312 gpu-path
-	$(PY) -m pytest -q -m "not gpu_path" --durations=25
+	$(PY) -m pytest -q -m "not gpu_path" -n 2 --dist loadfile --durations=25
 
 # The code a GPU runs, on the CPU (docs/scaling.md): bfloat16 through FSDP2's mixed-precision policy and
 # flex_attention with block masks, a kernel-contract check on every attention call of the trainer and the

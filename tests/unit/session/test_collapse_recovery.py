@@ -1,6 +1,9 @@
-"""Collapse recovery: raise the temperature when the watch fires, again while still stuck, decay it once
-groups have signal, give up after a bounded number of raises; a solved task and a task without any
-signal since the start do not trigger it."""
+"""Collapse recovery: roll back to weights that explored at a lower learning rate (the default), or raise the
+temperature when the watch fires, again while still stuck, decay it once groups have signal; both give up
+after a bounded number of attempts; a solved task and a task without any signal since the start trigger
+neither."""
+
+import pytest
 
 from looprl.config import CollapseRecovery as RecoveryConfig
 from looprl.session.advantages import GroupAdvantages
@@ -27,7 +30,7 @@ SIGNAL = [(1.0, 0.0), (0.0, 0.0)]
 
 
 def test_detect_raise_decay():
-    recovery = CollapseRecovery(RecoveryConfig(raise_by=0.25, max_temperature=1.4, decay_by=0.1), 1.0)
+    recovery = CollapseRecovery(RecoveryConfig(method="temperature", raise_by=0.25, max_temperature=1.4, decay_by=0.1), 1.0)
     seen = drive(recovery, ExplorationWatch(steps=3), [COLLAPSED] * 5 + [SIGNAL] * 5)
     actions = [(i.action if i else None, t) for i, t in seen]
     assert actions == [(None, 1.0), (None, 1.0), ("raise", 1.25), ("raise", 1.4), ("raise", 1.4),
@@ -40,7 +43,7 @@ def test_detect_raise_decay():
 
 
 def test_gives_up_after_bounded_raises_and_says_so():
-    recovery = CollapseRecovery(RecoveryConfig(raise_by=0.5, max_temperature=2.0, max_attempts=2), 1.0)
+    recovery = CollapseRecovery(RecoveryConfig(method="temperature", raise_by=0.5, max_temperature=2.0, max_attempts=2), 1.0)
     seen = drive(recovery, ExplorationWatch(steps=2), [COLLAPSED] * 8)
     assert [(i.action if i else None, t) for i, t in seen] == [
         (None, 1.0), ("raise", 1.5), ("raise", 2.0), ("give_up", 1.0), (None, 1.0), (None, 1.0), (None, 1.0),
@@ -50,24 +53,30 @@ def test_gives_up_after_bounded_raises_and_says_so():
     assert recovery.gave_up and recovery.metrics()["collapse/temperature"] == 1.0
 
 
-def test_a_solved_task_is_no_collapse():
-    recovery = CollapseRecovery(RecoveryConfig(), 1.0)
+def test_rollback_is_the_default_method():
+    assert RecoveryConfig().method == "rollback"
+
+
+@pytest.mark.parametrize("method", ["rollback", "temperature"])
+def test_a_solved_task_is_no_collapse(method):
+    recovery = CollapseRecovery(RecoveryConfig(method=method), 1.0)
     seen = drive(recovery, ExplorationWatch(steps=2), [SIGNAL] + [[(1.0, 1.0), (1.0, 1.0)]] * 6)
-    assert all(i is None for i, _ in seen) and recovery.temperature == 1.0
+    assert all(i is None for i, _ in seen) and recovery.temperature == 1.0 and recovery.lr_scale == 1.0
 
 
-def test_no_signal_since_the_start_is_reported_unlearnable_not_masked():
-    recovery = CollapseRecovery(RecoveryConfig(), 1.0)
+@pytest.mark.parametrize("method", ["rollback", "temperature"])
+def test_no_signal_since_the_start_is_reported_unlearnable_not_masked(method):
+    recovery = CollapseRecovery(RecoveryConfig(method=method), 1.0)
     seen = drive(recovery, ExplorationWatch(steps=3), [[(0.0, 0.0), (0.0, 0.0)]] * 9)
     reported = [i for i, _ in seen if i]
     assert [i.action for i in reported] == ["unlearnable"] and reported[0].step == 3
     assert "not learnable at these settings" in reported[0].line()
-    assert {t for _, t in seen} == {1.0}  # no intervention
+    assert {t for _, t in seen} == {1.0} and recovery.lr_scale == 1.0  # no intervention
 
 
 def test_intervention_rebuilt_from_stored_metrics():
     """The inspector's mark: the same intervention, from the step's stored metrics."""
-    recovery = CollapseRecovery(RecoveryConfig(raise_by=0.5), 0.0)
+    recovery = CollapseRecovery(RecoveryConfig(method="temperature", raise_by=0.5), 0.0)
     [*_, (raised, _)] = drive(recovery, ExplorationWatch(steps=3), [COLLAPSED] * 3)
     metrics = {"groups_sampled": 2.0, "groups_skipped": 2.0, "groups_solved": 0.0, **recovery.metrics(),
                **raised.metrics()}
@@ -76,14 +85,14 @@ def test_intervention_rebuilt_from_stored_metrics():
 
 
 def test_config_needs_room_above_the_sampling_temperature():
-    import pytest
     from pydantic import ValidationError
 
     from looprl.config import OrchestratorConfig
 
     assert OrchestratorConfig().collapse is None  # off by default
     with pytest.raises(ValidationError, match=r"collapse.max_temperature \(1.2\) must be above the sampling"):
-        OrchestratorConfig(sampling={"temperature": 1.2}, collapse={"max_temperature": 1.2})
+        OrchestratorConfig(sampling={"temperature": 1.2}, collapse={"method": "temperature", "max_temperature": 1.2})
+    OrchestratorConfig(sampling={"temperature": 1.2}, collapse={"max_temperature": 1.2})  # rollback: no raise
 
 
 def test_rollback_goes_back_to_the_last_step_that_explored_at_a_lower_learning_rate():

@@ -166,7 +166,8 @@ def test_rl_collapse_recovery_reports_a_task_without_signal(tmp_path):
     path = config(tmp_path)
     text = path.read_text().replace("max_steps = 3", "max_steps = 4").replace(
         "[orchestrator.sampling]\n",
-        "[orchestrator.collapse]\nmethod = \"temperature\"\nraise_by = 0.5\n[orchestrator.sampling]\ntemperature = 0.0\n")
+        "[orchestrator.collapse]\nmethod = \"temperature\"\nraise_by = 0.5\n"
+        "[orchestrator.sampling]\ntemperature = 0.0\n")
     path.write_text(text.replace("interval = 2\nnum_examples = 2", "num_examples = 0"))
     out = looprl("rl", "@", str(path)).stdout
     rows = [json.loads(line) for line in looprl("metrics", str(tmp_path / "run"), "--json").stdout.splitlines()]

@@ -121,7 +121,8 @@ def trained_why(kind: str, row: dict[str, Any]) -> tuple[bool, str]:
         return False, "an eval rollout: scored, never trained"
     if row["advantage"] is None:
         return False, ("not scored (an operational failure) and failures are not counted" if row["reward"] is None
-                       else "no advantage: its group had no signal (all rewards equal) or came too far off-policy")
+                       else ("no advantage: its group had no signal (all rewards equal), came too far off-policy, or "
+                        "collapse recovery rolled the weights back at its step"))
     return True, f"trained with advantage {row['advantage']:.4g} (calls with token ids and logprobs)"
 
 

@@ -18,6 +18,10 @@ bottleneck (a CPU run), nothing is generated only to be thrown away; when genera
 always has the next step's groups queued. Drops then come only from groups that outlive more than
 one step.
 
+After collapse recovery rolled the weights back at step N (`[orchestrator.collapse] method = "rollback"`),
+`floor` = N: groups sampled by older weights, the policy that stopped exploring, are stale however
+small their lag, and the orchestrator waits for the weights put back before step N + 1.
+
 Dynamic sampling (DAPO, `orchestrator.dynamic_sampling`): with a `keep` predicate (the group
 carries a learning signal: its rewards differ), a fresh group that fails it does not count towards
 the step's `groups_per_step`; it is returned as `filtered` (stored, not trained) and another group
@@ -69,9 +73,12 @@ class GroupPool(Generic[T]):
         self.launch, self.version, self.oldest, self.poll_s = launch, version, oldest, poll_s
         self.groups_per_step, self.max_lag = groups_per_step, max_off_policy_steps
         self.tasks: dict[asyncio.Task[T], int] = {}
+        self.floor = 0
+        """The oldest weights version a group may come from: after collapse recovery rolled the weights back at
+        step N, N (the weights it put back); older versions are the policy that stopped exploring."""
 
     def fresh_for(self, step: int, policy_version: int) -> bool:
-        return step - 1 - policy_version <= self.max_lag
+        return policy_version >= self.floor and step - 1 - policy_version <= self.max_lag
 
     async def collect(self, step: int, prefetch: bool = True,
                       before_top_up: Callable[[], Awaitable[object]] | None = None,

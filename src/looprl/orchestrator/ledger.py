@@ -44,17 +44,27 @@ def resume_order(examples: Sequence[Example], seed: int, entries: Sequence[Ledge
 
 
 def outcome(adv: GroupAdvantages, results: Sequence[RolloutResult], trained: bool,
-            filtered: bool) -> tuple[str, str | None]:
+            filtered: bool, rolled_back: bool = False) -> tuple[str, str | None]:
     """A landed, fresh group's ledger outcome and reason. `trained`: its samples are in the batch;
-    `filtered`: dynamic sampling left it out."""
+    `filtered`: dynamic sampling left it out; `rolled_back`: collapse recovery rolled the weights back at
+    this step, so nothing the collapsed policy sampled trains."""
     if adv.failed:
         reasons = sorted({r.termination_reason for r in results if not r.scored})
         failed = sum(not r.scored for r in results)
         return "failed", f"{failed} of {len(results)} rollouts failed: {', '.join(reasons)}"
     if trained:
         return "trained", None
-    why = "no signal" if adv.skipped else "no trainable model calls"
+    why = ("no signal" if adv.skipped else
+           "collapse recovery rolled the weights back at this step" if rolled_back else "no trainable model calls")
     return ("filtered" if filtered else "skipped"), why
+
+
+def stale_why(version: int, step: int, max_lag: int, floor: int) -> str:
+    """Why a group that landed for `step` was too old to train: its oldest token's weights `version` were more
+    than `max_lag` behind, or came before the weights a collapse recovery's rollback put back at step `floor`."""
+    if version < floor:
+        return f"sampled by weights {version}, before the collapse recovery's rollback at step {floor}"
+    return f"its oldest token from weights {version}, more than {max_lag} behind step {step}"
 
 
 class PromptLedger:

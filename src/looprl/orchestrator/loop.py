@@ -16,9 +16,10 @@ For each step N (from 1):
    `failed_group = "drop"` (a group whose rollouts all failed is out); groups with no non-zero advantage are
    skipped and counted (`no_signal_frac`; most groups so for several steps in a row: a warning,
    `session.collapse`; with `[orchestrator.collapse]` the trainer rolls back to weights that still explored
-   at a lower learning rate, or the next groups sample hotter until groups regain signal:
-   `session.collapse_recovery`). With `dynamic_sampling` such groups are replaced by new ones in step 3, up to
-   `max_extra_groups` per step (`groups_sampled`, `groups_kept`).
+   at a lower learning rate (that step trains nothing, and groups the collapsed policy sampled are stale
+   from then on), or the next groups sample hotter until groups regain signal: `session.collapse_recovery`).
+   With `dynamic_sampling` such groups are replaced by new ones in step 3, up to `max_extra_groups` per
+   step (`groups_sampled`, `groups_kept`).
 5. Samples from the recorded calls, packed by token budget into `steps/step_N/batch.json`.
 6. Store: the rollouts at once (before the batch is handed over), each with the components it was
    zero-filled on; the step's metrics, and the trainer's logprobs on the calls it trained, when the
@@ -50,7 +51,7 @@ from looprl.handoff.files import POLL_S, write_atomic
 from looprl.orchestrator.example_order import ExampleOrder
 from looprl.orchestrator.failure_streak import FailureStreak
 from looprl.orchestrator.inflight import GroupPool
-from looprl.orchestrator.ledger import PromptLedger, outcome, resume_order
+from looprl.orchestrator.ledger import PromptLedger, outcome, resume_order, stale_why
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.step_metrics import first_request, lag_metrics, rollout_metrics, summary_line
 from looprl.orchestrator.token_versions import oldest_version, token_lag_metrics
@@ -58,7 +59,7 @@ from looprl.orchestrator.training_samples import build_samples, loss_calls, per_
 from looprl.orchestrator.weight_sync import WeightSync
 from looprl.paths import batch_path, progress_path, rollout_metrics_path, trainer_report_path
 from looprl.session import Group, RolloutSession
-from looprl.session.advantages import batch_advantages
+from looprl.session.advantages import GroupAdvantages, batch_advantages
 from looprl.session.collapse import ExplorationWatch
 from looprl.session.collapse_recovery import CollapseRecovery, explored
 from looprl.session.rewards import UnusedWeights, mark_zero_filled
@@ -174,7 +175,7 @@ class Orchestrator:
     async def step(self, step: int, order: ExampleOrder, pool: GroupPool[Group]) -> None:
         cfg, ocfg = self.cfg, self.cfg.orchestrator
         started = time.perf_counter()
-        await self.weights.wait_for(max(0, step - 1 - ocfg.off_policy_steps))
+        await self.weights.wait_for(max(0, step - 1 - ocfg.off_policy_steps, pool.floor))
         metrics: dict[str, Any] = {"wait_time_s": time.perf_counter() - started}
         if ocfg.eval.interval and (step - 1) % ocfg.eval.interval == 0 and step != cfg.max_steps:
             metrics.update(await self.evaluate(step))
@@ -200,28 +201,36 @@ class Orchestrator:
         self.unused_weights.check(step, [r for group in results for r in group])
         advantages = batch_advantages(results, ocfg)
 
+        watched, has_signal = self.watch(step, groups, advantages)
+        metrics.update(watched)
+        rolled_back = bool(metrics.get("collapse/rollback"))
+        if rolled_back:  # nothing the collapsed policy sampled trains; the groups after it need the restored weights
+            pool.floor = step
+
         # 3. training samples from the recorded calls, packed into micro-batches for the trainer
         samples, records, breaks, outcomes = [], [], 0, []
         for i, (landed_group, group, adv) in enumerate(zip(sampled, groups, advantages)):
             trained = False
             for (result, calls), reward, advantage in zip(group, adv.rewards, adv.advantages):
-                if advantage is not None and not adv.skipped:
+                if advantage is not None and not adv.skipped and not rolled_back:
                     built = build_samples(result.rollout_id, calls, advantage, landed_group.started_version)
                     samples += built
                     breaks += max(0, len(built) - 1)
                     if built:
                         trained = True
                         self.loss_calls[result.rollout_id] = loss_calls(calls)
-                records.append(self.session.record(result, calls, step, reward, None if adv.skipped else advantage))
-            what, why = outcome(adv, [r for r, _ in group], trained, filtered=i >= len(landed.fresh))
+                records.append(self.session.record(result, calls, step, reward,
+                                                   None if adv.skipped or rolled_back else advantage))
+            what, why = outcome(adv, [r for r, _ in group], trained, filtered=i >= len(landed.fresh),
+                                rolled_back=rolled_back)
             outcomes.append((group[0][0].group_id, what, why))
         mark_zero_filled(records)  # the batch; dropped groups are in none
         micro_batches = pack(samples, ocfg.token_budget)
         metrics.update(token_lag_metrics(step, samples, groups))
         dropped = [self.session.record(r, calls, step, self.session.score(r))
                    for g in landed.stale for r, calls in g.group]
-        outcomes += [(g.group[0][0].group_id, "stale", f"its oldest token from weights {g.policy_version}, "
-                      f"more than {ocfg.off_policy_steps} behind step {step}") for g in landed.stale]
+        outcomes += [(g.group[0][0].group_id, "stale", stale_why(g.policy_version, step, ocfg.off_policy_steps,
+                                                                 pool.floor)) for g in landed.stale]
         await self.session.write(records + dropped)
         assert self.ledger is not None
         await self.ledger.settle(step, outcomes)
@@ -229,9 +238,24 @@ class Orchestrator:
                             self.session.env_name)
 
         metrics.update(rollout_metrics(records, ocfg.reward_weights))
-        metrics["groups_skipped"] = float(sum(a.skipped and not a.failed for a in advantages))
-        metrics["groups_failed"] = float(sum(a.failed for a in advantages))
-        metrics["groups_sampled"] = float(len(groups))
+        metrics["samples"], metrics["micro_batches"] = float(len(samples)), float(len(micro_batches))
+        metrics["sample_breaks"] = float(breaks)
+        metrics["step_time_s"] = time.perf_counter() - started
+        self.pending[step] = metrics
+        # Rollouts and metrics are on disk before the trainer can start the step, so a checkpoint of
+        # step N implies both (a crash after it loses nothing: `recover_steps`).
+        write_atomic(rollout_metrics_path(self.run_dir, step), json.dumps(metrics))
+        write_model(batch_path(self.run_dir, step),
+                    TrainBatch(step=step, micro_batches=micro_batches, explored=has_signal,
+                               rollback=rolled_back, progress={"sampler": order.state()}))
+
+    def watch(self, step: int, groups: list[Group],
+              advantages: list[GroupAdvantages]) -> tuple[dict[str, float], bool]:
+        """The step's counts of groups without signal, the collapse warning when the watch fires, and collapse
+        recovery's decision (before the batch is built: a rollback step trains nothing); with whether most of
+        the step's groups had signal (`explored`: the trainer keeps the weights of such steps to go back to)."""
+        metrics = {"groups_skipped": float(sum(a.skipped and not a.failed for a in advantages)),
+                   "groups_failed": float(sum(a.failed for a in advantages)), "groups_sampled": float(len(groups))}
         metrics["groups_kept"] = metrics["groups_sampled"] - metrics["groups_skipped"] - metrics["groups_failed"]
         metrics["no_signal_frac"] = metrics["groups_skipped"] / max(len(groups), 1)
         solved = self.exploration.solved(advantages)
@@ -246,16 +270,7 @@ class Orchestrator:
         has_signal = explored(len(groups), int(metrics["groups_kept"]), self.exploration.share)
         if self.recovery:
             metrics.update(self.recover(step, fired, len(groups), stuck, has_signal))
-        metrics["samples"], metrics["micro_batches"] = float(len(samples)), float(len(micro_batches))
-        metrics["sample_breaks"] = float(breaks)
-        metrics["step_time_s"] = time.perf_counter() - started
-        self.pending[step] = metrics
-        # Rollouts and metrics are on disk before the trainer can start the step, so a checkpoint of
-        # step N implies both (a crash after it loses nothing: `recover_steps`).
-        write_atomic(rollout_metrics_path(self.run_dir, step), json.dumps(metrics))
-        write_model(batch_path(self.run_dir, step),
-                    TrainBatch(step=step, micro_batches=micro_batches, explored=has_signal,
-                               rollback=bool(metrics.get("collapse/rollback")), progress={"sampler": order.state()}))
+        return metrics, has_signal
 
     def recover(self, step: int, fired: bool, sampled: int, stuck: int, has_signal: bool) -> dict[str, float]:
         """Collapse recovery after `step`: the sampling of the groups started from now on, its log line

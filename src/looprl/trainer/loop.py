@@ -111,19 +111,13 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0, weights_region: Path
         started = time.perf_counter()
         batch = wait_model(batch_path(run_dir, step), TrainBatch)
         waited = time.perf_counter() - started
-        micro_batches = batch.micro_batches
-        if rollback is not None and recovery is not None:
-            if batch.rollback:  # train on nothing the collapsed policy sampled
-                broadcast.begin_change()
-                rollback.restore(optimizer, scheduler, recovery.lr_factor)
-                micro_batches = []
-                log.warning("step {}: collapse recovery, weights back to the last kept (sampled a step whose "
-                            "groups mostly had signal), AdamW's moments reset, learning rate now {:.2e}", step,
-                            optimizer.param_groups[0]["lr"])
-            elif batch.explored:
-                rollback.keep()
+        if rollback is not None and recovery is not None and \
+                rollback.before_step(batch, optimizer, scheduler, recovery.lr_factor, broadcast.begin_change):
+            log.warning("step {}: collapse recovery, weights back to the last kept (sampled a step whose groups "
+                        "mostly had signal), AdamW's moments reset, learning rate now {:.2e}", step,
+                        optimizer.param_groups[0]["lr"])
         collected = RolloutLogprobs()
-        metrics = train_step(model, optimizer, scheduler, micro_batches, token_loss, normalize,
+        metrics = train_step(model, optimizer, scheduler, batch.micro_batches, token_loss, normalize,
                              tcfg.optim.max_grad_norm, ref_model, tcfg.loss.kl_coef, ranks, collected,
                              select.sequence_level(tcfg.loss), correction, tcfg.loss.entropy_coef)
         rollout_logprobs = collected.gather(ranks)

@@ -12,9 +12,12 @@ starts a new one from the weights it resumed).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from looprl.handoff import TrainBatch
 
 
 def _local(param: torch.Tensor) -> torch.Tensor:
@@ -47,3 +50,17 @@ class Rollback:
         scheduler.base_lrs = [lr * lr_factor for lr in scheduler.base_lrs]
         for group in optimizer.param_groups:
             group["lr"] *= lr_factor
+
+    def before_step(self, batch: TrainBatch, optimizer: torch.optim.Optimizer,
+                    scheduler: torch.optim.lr_scheduler.LRScheduler, lr_factor: float,
+                    begin_change: Callable[[], None]) -> bool:
+        """What `batch` asks before its step: a `rollback` batch puts the kept weights back (True: the orchestrator
+        sent nothing to train; `begin_change` runs first, the weights change outside an optimizer step); an
+        `explored` one has its weights kept, as the last ones a rollback may go back to."""
+        if batch.rollback:
+            begin_change()
+            self.restore(optimizer, scheduler, lr_factor)
+            return True
+        if batch.explored:
+            self.keep()
+        return False

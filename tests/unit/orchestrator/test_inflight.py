@@ -88,6 +88,26 @@ async def test_stale_groups_are_dropped_counted_and_replaced():
     assert all(g.policy_version == 2 for g in result.fresh) and len(result.fresh) == 2
 
 
+async def test_after_a_rollback_groups_of_the_collapsed_policy_are_stale_however_recent():
+    """Collapse recovery rolled back at step 2 (`floor` = 2): version-1 groups, within the lag bound of step 3,
+    sampled the policy that stopped exploring, so step 3 drops them and trains on the restored weights' own."""
+    groups = Groups()
+    groups.version = 1
+    p = pool(groups, per_step=2, lag=1)
+    first = asyncio.ensure_future(p.collect(step=2, prefetch=True))
+    await settle()
+    groups.release(0, 1)
+    await first  # groups 2 and 3 (version 1) were prefetched for step 3
+    p.floor, groups.version = 2, 2
+    groups.release(2, 3)
+    got = asyncio.ensure_future(p.collect(step=3, prefetch=False))
+    await settle()
+    groups.release(*range(4, len(groups.started)))
+    result = await got
+    assert [g.group for g in result.stale] == [2, 3]
+    assert [g.policy_version for g in result.fresh] == [2, 2]
+
+
 async def test_before_top_up_runs_before_groups_start():
     groups = Groups()
     p = pool(groups, per_step=1, lag=0)

@@ -62,6 +62,7 @@ class FakePool:
     def __init__(self, fresh, stale):
         self.fresh, self.stale = fresh, stale
         self.max_extra: int | None = None
+        self.floor = 0
 
     async def collect(self, step, prefetch, before_top_up, keep=None, max_extra=0):
         self.max_extra = max_extra

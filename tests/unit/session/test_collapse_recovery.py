@@ -30,7 +30,8 @@ SIGNAL = [(1.0, 0.0), (0.0, 0.0)]
 
 
 def test_detect_raise_decay():
-    recovery = CollapseRecovery(RecoveryConfig(method="temperature", raise_by=0.25, max_temperature=1.4, decay_by=0.1), 1.0)
+    recovery = CollapseRecovery(RecoveryConfig(method="temperature", raise_by=0.25, max_temperature=1.4, decay_by=0.1),
+                                1.0)
     seen = drive(recovery, ExplorationWatch(steps=3), [COLLAPSED] * 5 + [SIGNAL] * 5)
     actions = [(i.action if i else None, t) for i, t in seen]
     assert actions == [(None, 1.0), (None, 1.0), ("raise", 1.25), ("raise", 1.4), ("raise", 1.4),
@@ -43,7 +44,8 @@ def test_detect_raise_decay():
 
 
 def test_gives_up_after_bounded_raises_and_says_so():
-    recovery = CollapseRecovery(RecoveryConfig(method="temperature", raise_by=0.5, max_temperature=2.0, max_attempts=2), 1.0)
+    recovery = CollapseRecovery(RecoveryConfig(method="temperature", raise_by=0.5, max_temperature=2.0, max_attempts=2),
+                                1.0)
     seen = drive(recovery, ExplorationWatch(steps=2), [COLLAPSED] * 8)
     assert [(i.action if i else None, t) for i, t in seen] == [
         (None, 1.0), ("raise", 1.5), ("raise", 2.0), ("give_up", 1.0), (None, 1.0), (None, 1.0), (None, 1.0),

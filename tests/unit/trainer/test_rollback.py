@@ -6,6 +6,7 @@ import torch
 from tests.support.tiny_model import tiny_model
 from tests.unit.trainer.test_step import _on_policy_sample
 
+from looprl.handoff import TrainBatch
 from looprl.orchestrator.packing import pack
 from looprl.trainer.loss import truncated
 from looprl.trainer.optim import build_optimizer, build_scheduler
@@ -40,6 +41,30 @@ def test_restore_puts_back_the_kept_weights_resets_adam_and_lowers_the_learning_
     resumed = build_scheduler(build_optimizer(tiny_model(), lr=1e-2), warmup_steps=2)
     resumed.load_state_dict(scheduler.state_dict())
     assert resumed.base_lrs == pytest.approx([0.5 * 1e-2])
+
+
+def test_the_trainer_keeps_explored_steps_weights_and_goes_back_to_the_last_on_a_rollback_batch():
+    """The trainer's side of the batches the orchestrator marks: weights kept before an `explored` batch only,
+    and a `rollback` batch puts back the last kept (not those of a later batch without signal), announcing
+    the change first and training nothing."""
+    model = tiny_model()
+    optimizer = build_optimizer(model, lr=1e-2)
+    scheduler = build_scheduler(optimizer)
+    rollback, changes = Rollback(model), []
+
+    def step(batch: TrainBatch) -> bool:
+        rolled = rollback.before_step(batch, optimizer, scheduler, 0.5, lambda: changes.append(batch.step))
+        sample = _on_policy_sample(model, [5, 9, 3, 7, 20, 21, 22], 4, advantage=1.0)
+        train_step(model, optimizer, scheduler, [] if rolled else pack([sample], 64), truncated.token_loss)
+        return rolled
+
+    step(TrainBatch(step=1, micro_batches=[]))  # explored (the default): keeps the first weights
+    explored = _weights(model)
+    assert not step(TrainBatch(step=2, micro_batches=[], explored=True))  # keeps the weights after step 1
+    assert not step(TrainBatch(step=3, micro_batches=[], explored=False))  # mostly without signal: not kept
+    assert step(TrainBatch(step=4, micro_batches=[], rollback=True))
+    assert all(torch.equal(a, b) for a, b in zip(explored, _weights(model)))
+    assert changes == [4] and optimizer.param_groups[0]["lr"] == pytest.approx(0.5 * 1e-2)
 
 
 def test_only_trainable_weights_are_kept():

@@ -99,9 +99,11 @@ async def test_the_embedded_engine_loads_an_update_after_a_long_generation(model
                                                                              compressed_time, monkeypatch):
     """The embedded engine in the same situation: requests sent before the update finish on the old weights
     (each decode step slowed to make the generation outlast the capped timeout), then it swaps them."""
-    decode = DecodeBatch.decode
+    decode, decoding = DecodeBatch.decode, asyncio.Event()
+    loop = asyncio.get_running_loop()
 
     def slow_decode(self, *args):
+        loop.call_soon_threadsafe(decoding.set)
         time.sleep(0.01)
         return decode(self, *args)
 
@@ -122,7 +124,7 @@ async def test_the_embedded_engine_loads_an_update_after_a_long_generation(model
             long = asyncio.create_task(client.post(f"{url}/v1/chat/completions", json={
                 "model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 300,
                 "temperature": 0}))
-            await asyncio.sleep(0.3)
+            await asyncio.wait_for(decoding.wait(), 60)  # the generation runs (not a fixed sleep: a loaded machine)
             sync = WeightSync(url, tmp_path)
             started = time.monotonic()
             await sync.load(broadcast_weights(tmp_path, 1, model), 1)

@@ -153,6 +153,9 @@ def load_trainer_state(run_dir: Path, step: int, model: Any, optimizer: torch.op
         set_optimizer_state_dict(model, optimizer, optim_state_dict=optim_state)
     saved = torch.load(path / STATE_FILE, weights_only=True)  # never unpickle code from the run directory
     scheduler.load_state_dict(saved["scheduler"])
+    if not restored:  # the groups' learning rates are part of the optimizer's state: without it, the schedule's
+        for group, lr in zip(optimizer.param_groups, scheduler.get_last_lr()):  # (a rollback's factor included)
+            group["lr"] = lr
     random.setstate(saved["rng"]["python"])
     torch.set_rng_state(saved["rng"]["torch"])
     cuda_rng = [state for state in saved["rng"].get("cuda") or [] if state is not None]

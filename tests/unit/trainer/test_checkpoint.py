@@ -15,6 +15,7 @@ from looprl.trainer.broadcast import broadcast_weights
 from looprl.trainer.checkpoint import load_trainer_state, load_weights, save_checkpoint
 from looprl.trainer.loss import clipped
 from looprl.trainer.optim import build_optimizer, build_scheduler
+from looprl.trainer.rollback import Rollback
 from looprl.trainer.step import train_step
 
 SAMPLE = TrainingSample(rollout_id="r", token_ids=[5, 9, 3, 7, 20], loss_mask=[False, False, True, True, True],
@@ -50,6 +51,25 @@ def test_resume_continues_exactly(tmp_path, tokenizer):
     train_step(fresh, fresh_opt, fresh_sched, pack([SAMPLE], 16), clipped.token_loss)
     for name, tensor in fresh.state_dict().items():
         torch.testing.assert_close(tensor, expected[name])
+
+
+def test_a_weights_only_checkpoint_resumes_at_the_schedules_learning_rate(tmp_path, tokenizer):
+    """Without the optimizer's state (`final_optimizer = false`) the first resumed step still uses the saved
+    schedule's learning rate (mid-warmup here, and lowered by a collapse recovery's rollback), not the
+    configured one."""
+    model, optimizer, scheduler = _trained(1)
+    Rollback(model).restore(optimizer, scheduler, lr_factor=0.5)
+    train_step(model, optimizer, scheduler, pack([SAMPLE], 16), clipped.token_loss)
+    save_checkpoint(tmp_path, 2, model, tokenizer, optimizer, scheduler, with_optimizer=False)
+    expected = train_step(model, optimizer, scheduler, pack([SAMPLE], 16), clipped.token_loss)["lr"]
+    assert expected == pytest.approx(0.5 * 1e-2)  # warm-up's last step, halved
+    fresh = tiny_model()
+    fresh_opt = build_optimizer(fresh, lr=1e-2)
+    fresh_sched = build_scheduler(fresh_opt, warmup_steps=3)
+    _, restored = load_trainer_state(tmp_path, 2, fresh, fresh_opt, fresh_sched)
+    assert not restored
+    assert train_step(fresh, fresh_opt, fresh_sched, pack([SAMPLE], 16), clipped.token_loss)["lr"] == \
+        pytest.approx(expected)
 
 
 def test_broadcast_loads_into_the_engine_model(tmp_path):

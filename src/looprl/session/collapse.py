@@ -67,6 +67,7 @@ class ExplorationWatch:
         return (f"the policy stopped exploring: at each of steps {self.streak[0]}-{step} most groups "
                 f"({without_signal} of {sampled} at step {step}) gave every rollout the same reward, so they "
                 f"taught nothing{f'; e.g. rollout {example}' if example else ''} (docs/training.md, 'Collapse': "
-                "remedies: a lower or decaying learning rate (trainer.optim), an entropy bonus "
-                "(trainer.loss.entropy_coef), clip-higher, dynamic sampling or a KL term; [orchestrator.collapse] "
-                "method = \"rollback\" makes looprl go back to weights that still explored, at a lower learning rate)")
+                "remedies: more prompts per step (orchestrator.batch_size), a lower or decaying learning rate "
+                "(trainer.optim), an entropy bonus (trainer.loss.entropy_coef), clip-higher, dynamic sampling or a "
+                "KL term; [orchestrator.collapse] makes looprl go back to weights that still explored, at a lower "
+                "learning rate)")

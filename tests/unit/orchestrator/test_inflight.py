@@ -104,7 +104,7 @@ async def test_after_a_rollback_groups_of_the_collapsed_policy_are_stale_however
     await settle()
     groups.release(*range(4, len(groups.started)))
     result = await got
-    assert [g.group for g in result.stale] == [2, 3]
+    assert sorted(g.group for g in result.stale) == [2, 3]  # finished together: in either order
     assert [g.policy_version for g in result.fresh] == [2, 2]
 
 

@@ -74,7 +74,7 @@ class CollapseRecovery(Strict):
 
     method: Literal["rollback", "temperature"] = "rollback"
     """`rollback` or `temperature`. Rollback is the default: on `examples/large_number` the temperature never
-    brought a collapsed answer back, the rollback did on every seed (docs/benchmarks.md compares them)."""
+    brought a collapsed answer back, the rollback did on 3 seeds of 5 (docs/benchmarks.md compares them)."""
     lr_factor: float = Field(0.5, gt=0, lt=1)
     """rollback: the learning rate is multiplied by this at each rollback, for the rest of the run."""
     raise_by: float = Field(0.25, gt=0)

@@ -118,19 +118,39 @@ def _converted_default() -> Path:
 
 
 def _convert_gguf(gguf: Path, out: Path) -> None:
-    """Dequantize the GGUF into safetensors + tokenizer (with its chat template) under `out`."""
+    """Dequantize the GGUF into safetensors + tokenizer (with its chat template) under `out`.
+
+    The config and the weights are written here, not by the model's `save_pretrained`: under an initialised
+    `torch.distributed` that writes them on rank 0 only, so a trainer rank 1 that converted first (a fresh cache,
+    a multi-rank run) published a directory holding the tokenizer alone, and every rank failed to load it."""
+    from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model: Any = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     if not tokenizer.chat_template:
         tokenizer.chat_template = _gguf_chat_template(gguf)
-    # The tensors are already dequantized to float32: drop the GGUF quantizer so it saves as plain HF.
-    model.hf_quantizer = None
+    # The tensors are already dequantized to float32: the config without the GGUF quantizer loads as plain HF.
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    model.save_pretrained(out, safe_serialization=True)
+    model.config.architectures = [type(model).__name__]  # what vLLM builds the model by
+    model.config.save_pretrained(out)
+    if model.generation_config is not None:
+        model.generation_config.save_pretrained(out)
+    save_file(_untied(model.state_dict()), out / "model.safetensors", metadata={"format": "pt"})
     tokenizer.save_pretrained(out)
+
+
+def _untied(state: dict[str, Any]) -> dict[str, Any]:
+    """`state` with each tensor once: a tied weight (SmolLM2's output layer is its input embedding) under its first
+    name only, as transformers saves it and ties it again on load."""
+    seen: set[int] = set()
+    out = {}
+    for name, tensor in state.items():
+        if tensor.data_ptr() not in seen:
+            seen.add(tensor.data_ptr())
+            out[name] = tensor.contiguous()
+    return out
 
 
 def _gguf_chat_template(gguf: Path) -> str:

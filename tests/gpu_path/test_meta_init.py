@@ -19,7 +19,7 @@ from tests.support.tiny_model import tiny_model, tiny_tokenizer
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from looprl.config import LoraConfig
-from looprl.model_loading import DEFAULT_MODEL
+from looprl.model_loading import DEFAULT_MODEL, resolve_model
 from looprl.trainer import parallel
 from looprl.trainer.logprobs import token_logprobs
 from looprl.trainer.lora import add_lora
@@ -121,3 +121,26 @@ def test_rank_1_never_holds_the_whole_model(tmp_path):
     # rank 1 keeps its half of each model and receives one whole tensor at a time: ~half the model's size
     # (before meta init it loaded each model whole first: more than its size)
     assert rank1["policy"] < 0.75 * size and rank1["reference"] < 0.75 * size, (size, rank1)
+
+
+def _convert_on_rank_1_first(rank: int) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    if rank == 1:
+        resolve_model(DEFAULT_MODEL)
+    dist.barrier()
+    converted = resolve_model(DEFAULT_MODEL)
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in converted.iterdir()}
+    dist.destroy_process_group()
+
+
+@pytest.mark.timeout(240)
+def test_a_rank_other_than_0_converts_the_bundled_model(monkeypatch, tmp_path):
+    """A fresh cache and a multi-rank trainer: whichever rank gets the lock converts the GGUF. Rank 1 first here,
+    under an initialised process group, where transformers' `save_pretrained` writes on rank 0 only (it published a
+    directory holding the tokenizer alone, and every rank then failed to load it)."""
+    monkeypatch.setenv("LOOPRL_CACHE", str(tmp_path))
+    run_ranks(_convert_on_rank_1_first)
+    config = (tmp_path / "models" / DEFAULT_MODEL / "config.json").read_text()
+    assert '"LlamaForCausalLM"' in config and '"model_type": "llama"' in config

@@ -17,7 +17,7 @@ timed when it became known: when looprl wrote the step's batch, when TRL called 
 (generation done, before the training step). Per system it prints the median [range] over seeds of
 the seconds and the steps until a step's train reward first reached 50 %, 80 % and 95 % of the
 task's maximum, how many seeds got there and the looprl/TRL ratio of the medians; the same for the
-mean of 3 steps in a row (one step's 32 rollouts come from 4 prompts, so one lucky step says
+mean of 3 steps in a row (one step's 64 rollouts come from 8 prompts, so one lucky step says
 little); the mean train reward over the first K steps, K as many as every run made (progress per
 step, whatever the levels); and the worst drop of the 3-step mean reward after a seed first reached
 80 % (from its running peak: a collapse shows here). It writes `results.json` per task and a PNG of
@@ -27,10 +27,12 @@ Then the learning matrix (issue 37): per task, the systems side by side, the med
 seed of the seconds to 80 % and 95 % (3-step mean), of the longest run of steps in which most groups
 carried no signal while the task was unsolved (the 10-step mean reward below 90 %), and how many
 seeds stalled (8 of 10 such steps in a row). `--systems looprl looprl-recovery looprl-rollback` compares
-collapse recovery (`[orchestrator.collapse]`, by temperature and by rollback) on and off; defaults are chosen
-by the worst seed.
+collapse recovery's methods (`[orchestrator.collapse]`: the defaults' (the temperature), the temperature without
+escalation to a rollback (pinned, whatever the default), the rollback;
+`--looprl-args "--orchestrator.collapse.method off"` turns it off); defaults are chosen by the worst seed.
 
-    .venv/bin/python bench/learning.py [--tasks demo two_digit large_number one_word] [--seeds 3] [--budget-s 600]
+    .venv/bin/python bench/learning.py [--tasks demo two_digit large_number one_word] [--seeds 3 [--first-seed 0]]
+        [--budget-s 600]
         [--lr 2e-5] [--systems looprl looprl-recovery looprl-rollback trl]
         [--looprl-args "--orchestrator.max_off_policy_steps 0"]
         [--stop-at 0.95 [--stop-window 3]] [--out runs/bench-learning]
@@ -62,11 +64,14 @@ TASKS = {name: ROOT / "examples" / name for name in ("demo", "two_digit", "large
 LEVELS = (0.5, 0.8, 0.95)
 MEAN_OF = 3  # steps averaged for the steadier reading of when a level was reached
 SYSTEMS = ("looprl", "looprl-recovery", "looprl-rollback", "trl")
-"""looprl with its defaults, looprl with collapse recovery on (`[orchestrator.collapse]`: raising the
+"""looprl with its defaults, looprl with collapse recovery's method set (`[orchestrator.collapse]`: raising the
 temperature, rolling back at a lower learning rate), TRL."""
-RECOVERY_ARGS = {"looprl-recovery": ["--orchestrator.collapse.method", "temperature"],
+RECOVERY_ARGS = {"looprl-recovery": ["--orchestrator.collapse.method", "temperature",
+                                     "--orchestrator.collapse.escalate", "false"],
                  "looprl-rollback": ["--orchestrator.collapse.method", "rollback"]}
-"""The `looprl rl` overrides of each recovering system: the recovery with its default settings."""
+"""The `looprl rl` overrides of each recovering system: the temperature alone (no escalation to a rollback: as
+the matrix measured it before `escalate` existed), the rollback; `looprl` itself runs the defaults (the escalation:
+`--looprl-args "--orchestrator.collapse.escalate true"`)."""
 STALL_WINDOW, STALL_STEPS, UNSOLVED = 10, 8, 0.9
 """A seed stalls when STALL_STEPS of STALL_WINDOW consecutive steps carried no signal while the
 STALL_WINDOW-step mean reward was below UNSOLVED of the maximum (issue 37's criterion)."""
@@ -111,7 +116,9 @@ def example_args(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def max_reward(task: str) -> float:
-    return sum(reward_weights(task).values())  # every component is in [0, 1]
+    """A solving reply's total reward: the task's `orchestrator.collapse.solved_reward`, which the collapse watch
+    reads too."""
+    return float(task_config(task)["orchestrator"]["collapse"]["solved_reward"])
 
 
 # --- the runs ---------------------------------------------------------------------------------
@@ -238,15 +245,18 @@ def run_trl(args: argparse.Namespace, seed: int, out: Path) -> list[Point]:
 def trl_config(task: str, seed: int, lr: float, out: Path) -> Any:
     from trl import GRPOConfig
 
-    cfg = task_config(task)["orchestrator"]
+    from looprl.config import RLConfig, load_config
+
+    # looprl's resolved settings, so a key the task's rl.toml leaves to looprl's default is TRL's too
+    cfg = load_config(RLConfig, ["@", str(TASKS[task] / "rl.toml")]).orchestrator
     return GRPOConfig(
         output_dir=str(out),
-        per_device_train_batch_size=cfg["batch_size"],
-        num_generations=cfg["group_size"],
+        per_device_train_batch_size=cfg.batch_size,
+        num_generations=cfg.group_size,
         gradient_accumulation_steps=1,
-        max_completion_length=cfg["sampling"]["max_tokens"],
+        max_completion_length=cfg.sampling.max_tokens,
         reward_weights=list(reward_weights(task).values()),
-        temperature=cfg["sampling"]["temperature"],
+        temperature=cfg.base_temperature,
         loss_type="dapo",
         beta=0.0,
         learning_rate=lr,
@@ -338,6 +348,7 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     trl = trl_config(args.task, 0, args.lr, Path(args.out) / "trl-settings")
     o, t, ratio = cfg.orchestrator, cfg.trainer, cfg.trainer.loss.ratio
     turns = "take turns" if o.off_policy_steps == 0 else "overlap"
+    escalating = " then rollback" if o.collapse.method == "temperature" and o.collapse.escalate else ""
     looprl_ratio = (
         f"clipped eps {ratio.eps_low}/{ratio.eps_high}"
         if isinstance(ratio, ClippedLoss)
@@ -361,7 +372,7 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         ("Adam betas", str(tuple(t.optim.betas)), str((trl.adam_beta1, trl.adam_beta2))),
         ("KL coefficient", str(t.loss.kl_coef), str(trl.beta)),
         ("entropy bonus coefficient", str(t.loss.entropy_coef), "0.0"),
-        ("collapse recovery", f"{o.collapse.method if o.collapse else 'off'} (looprl-recovery: temperature, "
+        ("collapse recovery", f"{o.collapse.method}{escalating} (looprl-recovery: temperature alone, "
                               "looprl-rollback: rollback)", "none"),
         (
             "rollouts per step / group",
@@ -617,7 +628,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-PROTOCOL = ("task", "budget_s", "lr", "looprl_args", "stop_at", "stop_window")
+PROTOCOL = ("task", "budget_s", "lr", "looprl_args", "stop_at", "stop_window", "first_seed")
 """What a results.json's runs were measured under; runs measured under another protocol are not kept."""
 
 
@@ -627,14 +638,16 @@ def run_systems(args: argparse.Namespace, path: Path) -> dict[str, Any]:
     that takes longer than a sitting goes on where it stopped. Delete the file to measure again."""
     previous = json.loads(path.read_text()) if path.exists() else {}
     protocol = {key: getattr(args, key) for key in PROTOCOL}
-    kept = all(previous.get(key, 1 if key == "stop_window" else None) == value for key, value in protocol.items())
+    unrecorded = {"stop_window": 1, "first_seed": 0}  # the value of a key results of older runs lack
+    kept = all(previous.get(key, unrecorded.get(key)) == value for key, value in protocol.items())
     runs: dict[str, list[list[Point]]] = dict(previous["runs"]) if kept else {}
     classes: dict[str, list[ClassRewards | None]] = dict(previous.get("classes", {})) if kept else {}
     arg = CLASS_ARG.get(args.task)
     load_average: dict[str, str] = dict(previous["load_average"]) if kept else {}
     results = {**protocol, "max_reward": max_reward(args.task), "settings": settings(args)}
-    for seed in range(args.seeds):  # seed by seed, so that a matrix cut short holds every system's first seeds
-        for system in (s for s in args.systems if len(runs.setdefault(s, [])) <= seed):
+    for index in range(args.seeds):  # seed by seed, so that a matrix cut short holds every system's first seeds
+        seed = args.first_seed + index
+        for system in (s for s in args.systems if len(runs.setdefault(s, [])) <= index):
             before = os.getloadavg()[0]
             run_dir = Path(args.out) / args.task / f"{system}-{seed}"
             points = (run_trl(args, seed, run_dir) if system == "trl"
@@ -644,7 +657,7 @@ def run_systems(args: argparse.Namespace, path: Path) -> dict[str, Any]:
                 per = (trl_class_rewards(run_dir, arg, reward_weights(args.task)) if system == "trl"
                        else looprl_class_rewards(run_dir, arg))
                 known = classes.setdefault(system, [])
-                known += [None] * (seed - len(known))  # seeds measured before classes were recorded
+                known += [None] * (index - len(known))  # seeds measured before classes were recorded
                 known.append(per)
             low, high = (float(x) for x in load_average.get(system, f"{before}-{before}").split("-"))
             after = os.getloadavg()[0]
@@ -662,19 +675,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=["demo"])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds FIRST_SEED.. (a second lane's seeds, kept in"
+                        " its own --results-dir)")
     parser.add_argument("--budget-s", type=float, default=600)
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--out", default="runs/bench-learning", help="the runs' directories (OUT/TASK/SYSTEM-SEED)")
     parser.add_argument("--results-dir", help="where each task's TASK/results.json is kept (default: OUT); the"
                         " learning matrix keeps them in the repository, bench/results/matrix")
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=["looprl", "trl"],
-                        help="looprl-recovery / looprl-rollback: looprl with collapse recovery on "
-                             "([orchestrator.collapse], method temperature / rollback)")
+                        help="looprl-recovery / looprl-rollback: looprl with collapse recovery's method set "
+                             "([orchestrator.collapse], method temperature without escalation / rollback)")
     parser.add_argument("--looprl-args", default="", help="extra `looprl rl` overrides (ablations)")
     parser.add_argument("--stop-at", type=float, help="stop a seed (looprl's or TRL's) once a step's reward reached"
                         " this share of the maximum (e.g. 0.95; an ablation measuring time to a level needs no more)")
     parser.add_argument("--stop-window", type=int, default=1, help="with --stop-at: the mean of this many steps in"
-                        " a row must reach it (3 on a binary task, where one step of 4 prompts is right by luck)")
+                        " a row must reach it (3 on a binary task, where one step's prompts can all be right by luck)")
     parser.add_argument("--plot", help="PNG path (default: OUT/TASK/learning.png; one task only)")
     parser.add_argument("--summarize", nargs="+", help="print the summaries, plots and matrix of results.json files, "
                         "run nothing")

@@ -6,9 +6,11 @@ first "yes" or "no" is the right one. SmolLM2-135M-Instruct answers yes or no fr
 steps, and rarely because of the number. Within about ten steps its policy gives one answer to
 every question ("Yes" with seed 0, "No, 73 is not a large number ..." with seed 1): right half the
 time, and all eight replies of every group alike, so every group's rewards are equal, its
-advantages all zero, and it teaches nothing. With these defaults (40 steps), 4 of 4 groups carried
-no signal at every step from 7 to 40 but two (seed 0) and from 8 to 40 but three (seed 1), the
-step's reward swinging between 0 and 1 with the prompts drawn; eval reward 0.55 and 0.45 at step 40.
+advantages all zero, and it teaches nothing. At 32 rollouts a step (4 prompts, the default until
+2026-12-04; 40 steps, no collapse recovery), 4 of 4 groups carried no signal at every step from 7 to
+40 but two (seed 0) and from 8 to 40 but three (seed 1), the step's reward swinging between 0 and 1
+with the prompts drawn; eval reward 0.55 and 0.45 at step 40. At the default 64 most seeds learn it
+(docs/benchmarks.md, "The defaults").
 docs/training.md ("Collapse") has the warning and the remedies; `bench/ablation.py --task
 large_number --window 3` measures them.
 

@@ -180,6 +180,59 @@ def test_rl_collapse_recovery_reports_a_task_without_signal(tmp_path):
     assert line in (tmp_path / "run" / "logs" / "orchestrator.log").read_text()
 
 
+def test_rl_collapse_recovery_escalates_from_the_temperature_to_a_rollback(tmp_path):
+    """The temperature recovery with `escalate` through `looprl rl` (`LevelEnv`: no group ever has signal,
+    rewards differ between examples): the watch fires at step 3 and the temperature goes up; step 4 is still
+    stuck, and with `max_attempts = 1` the recovery escalates: sampling back at the configured temperature,
+    the trainer back to the run's first weights at half the learning rate. In the output, the trainer's log,
+    the metrics and the inspector's marks."""
+    from fastapi.testclient import TestClient
+
+    from looprl.inspector.app import create_app
+
+    run = tmp_path / "run"
+    path = write_rl_config(tmp_path / "rl.toml", model=build_tiny_model(tmp_path / "tiny"),
+                           data=write_levels(tmp_path / "data"), run=run, max_steps=5, overrides={
+                               "env": {"source": "tests/support/rl_env.py:LevelEnv"},
+                               "orchestrator": {"collapse": {"max_attempts": 1, "escalate": True},
+                                                "eval": {"num_examples": 0}}})
+    out = looprl("rl", "@", str(path)).stdout
+    line = ("collapse recovery: 2 of 2 groups at step 4 without signal, policy not exploring; the raised temperature "
+            "brought no signal back, so sampling is back at the configured temperature, and from now on rollbacks; "
+            "weights back to the run's first (no step yet whose groups mostly had signal), AdamW's moments reset, "
+            "learning rate x1 -> x0.5 (rollback 1)")
+    assert line in out and line in (run / "logs" / "orchestrator.log").read_text()
+    assert "step 4: collapse recovery, weights back to the last kept" in (run / "logs" / "trainer.log").read_text()
+    rows = [json.loads(row) for row in looprl("metrics", str(run), "--json").stdout.splitlines()]
+    assert [r["collapse/temperature"] for r in rows] == [1.0, 1.0, 1.25, 1.0, 1.0]
+    assert [r.get("collapse/lr_scale") for r in rows] == [None, None, None, 0.5, 0.5]
+    assert [r["train/lr"] for r in rows] == [1e-3, 1e-3, 1e-3, 5e-4, 5e-4]
+    marks = TestClient(create_app([run]), base_url="http://127.0.0.1:8765").get("/api/runs/run/metrics").json()
+    assert [(m["step"], m["action"], m["value_from"], m["value_to"]) for m in marks["interventions"]] == [
+        (3, "raise", 1.0, 1.25), (4, "escalate", 1.0, 0.5)]
+    assert marks["interventions"][1]["message"] == line
+
+
+def test_rl_solved_reward_counts_groups_at_it_as_solved(tmp_path):
+    """`[orchestrator.collapse] solved_reward` through `looprl rl`: every reply gets 0.5 (`LevelEnv`, every level
+    0.5), so no group ever has signal. Without it that is a run that cannot learn (the test above); at 0.5 or
+    below it is a solved task: every group counted in `groups_solved`, no collapse warning, no intervention; and
+    a rollout above it (0.5 > 0.25) is warned of once, as a setting lower than the task's maximum."""
+    run = tmp_path / "run"
+    path = write_rl_config(tmp_path / "rl.toml", model=build_tiny_model(tmp_path / "tiny"),
+                           data=write_levels(tmp_path / "data", level=lambda i: 0.5), run=run, max_steps=4,
+                           overrides={"env": {"source": "tests/support/rl_env.py:LevelEnv"},
+                                      "orchestrator": {"collapse": {"solved_reward": 0.25},
+                                                       "eval": {"num_examples": 0}}})
+    out = looprl("rl", "@", str(path)).stdout
+    rows = [json.loads(line) for line in looprl("metrics", str(run), "--json").stdout.splitlines()]
+    assert [(r["groups_skipped"], r["groups_solved"]) for r in rows] == [(2.0, 2.0)] * 4
+    assert not any(k in r for r in rows for k in ("collapse/raise", "collapse/unlearnable"))
+    assert "stopped exploring" not in out
+    warning = "a rollout's reward 0.5 is above orchestrator.collapse.solved_reward = 0.25"
+    assert out.count(warning) == 1 and warning in (run / "logs" / "orchestrator.log").read_text()
+
+
 def test_rl_collapse_recovery_rolls_back_at_a_lower_learning_rate(tmp_path):
     """`[orchestrator.collapse] method = "rollback"` through `looprl rl`: no group ever has signal while the
     rewards differ between examples (`LevelEnv`), so the watch fires at step 3 and, no step having explored,

@@ -4,6 +4,7 @@ collapse from the first step); one whose sandbox is down (every rollout fails); 
 and one for the config of a tiny `looprl rl` run on them."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +48,11 @@ def write_data(base_dir: Path, n: int = 6) -> Path:
     return base_dir
 
 
-def write_levels(base_dir: Path, n: int = 6) -> Path:
-    """`LevelEnv`'s data: example i's level is i % 2."""
+def write_levels(base_dir: Path, n: int = 6, level: Callable[[int], float] = lambda i: i % 2) -> Path:
+    """`LevelEnv`'s data: example i's level is `level(i)` (by default i % 2)."""
     base_dir.mkdir(parents=True, exist_ok=True)
     for split in ("train", "eval"):
-        lines = [json.dumps({"prompt_messages": [{"role": "user", "content": f"is {i} odd?"}], "level": i % 2})
+        lines = [json.dumps({"prompt_messages": [{"role": "user", "content": f"is {i} odd?"}], "level": level(i)})
                  for i in range(n)]
         (base_dir / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
     return base_dir

@@ -70,31 +70,59 @@ class CollapseRecovery(Strict):
     """`[orchestrator.collapse]`: step in when the policy stops exploring (`orchestrator.collapse`). `method`
     `rollback`: put the weights back to those of the last step whose groups mostly had signal and go on at a
     lower learning rate; `temperature`: raise the sampling temperature of the next groups until groups regain
-    a learning signal, then decay it back (docs/training.md, 'Collapse recovery')."""
+    a learning signal, then decay it back (with `escalate`, roll back when raising brought no signal back)
+    (docs/training.md, 'Collapse recovery')."""
 
-    method: Literal["rollback", "temperature"] = "rollback"
-    """`rollback` or `temperature`. Rollback is the default: on `examples/large_number` the temperature never
-    brought a collapsed answer back, the rollback did on 3 seeds of 5 (docs/benchmarks.md compares them)."""
+    method: Literal["temperature", "rollback", "off"] = "temperature"
+    """`temperature`, `rollback` or `off` (only warn). The temperature is the default: at 64 rollouts a step it
+    stalled no seed of 5 on `examples/two_digit`, where the rollback stalled 2 of 3 and no recovery 2 of 2; on
+    `examples/large_number` neither brought back every collapsed seed (docs/benchmarks.md)."""
     lr_factor: float = Field(0.5, gt=0, lt=1)
     """rollback: the learning rate is multiplied by this at each rollback, for the rest of the run."""
     raise_by: float = Field(0.25, gt=0)
     """temperature: added to the sampling temperature at each step that still has most groups without signal."""
-    max_temperature: float = Field(1.5, gt=0, le=2)
-    """temperature: highest temperature it raises to (the engines accept up to 2)."""
+    max_temperature: float | None = Field(None, gt=0, le=2)
+    """temperature: highest temperature it raises to (the engines accept up to 2); None: 0.5 above the sampling
+    temperature, at most 2 (1.5 at the default temperature, 1)."""
     decay_by: float = Field(0.1, gt=0)
     """temperature: taken off the raised temperature at each step with signal, until it is back at the
     configured one."""
     max_attempts: int = Field(4, ge=1)
     """Before it gives up (the run then says the task does not look learnable at these settings): rollbacks in
     the run (`rollback`), or raises in a row without a step regaining signal (`temperature`, whose temperature
-    then goes back)."""
+    then goes back; with `escalate` it rolls back instead and gives up after as many rollbacks)."""
+    escalate: bool = False
+    """temperature: once `max_attempts` raises in a row brought no signal back, roll back as `rollback` does (and
+    go on as `rollback`) instead of giving up; the trainer then keeps a copy of the trainable weights from the
+    start, as for `rollback` (host memory of their size). Off by default: on `examples/large_number` (10 seeds)
+    one of the 4 seeds that escalated learnt the task, too seldom to make every run pay for the copy
+    (docs/benchmarks.md)."""
+    solved_reward: float | None = None
+    """The total reward (as `reward_weights` weigh its components) of a reply that solves the task, e.g. 1.5 on
+    `examples/two_digit` (right sum 1, format 0.5). Given, a group whose rollouts all got the same reward counts as
+    solved only at this reward or above, so a policy settled on part of the reward (the format alone) is seen as
+    stuck, and warned of, even in `off`. None: the best reward the run has seen counts as solved (which cannot
+    tell a policy stuck on a partial reward from the start from a solved task)."""
+
+    @property
+    def keeps_weights(self) -> bool:
+        """Whether the trainer keeps a copy of the weights (for `rollback`, or a `temperature` that escalates)."""
+        return self.method == "rollback" or (self.method == "temperature" and self.escalate)
+
+    def ceiling(self, base_temperature: float) -> float:
+        """The highest temperature the recovery raises to, for a run sampling at `base_temperature`."""
+        return self.max_temperature if self.max_temperature is not None else min(2.0, base_temperature + 0.5)
 
 
 class OrchestratorConfig(Strict):
     """`[orchestrator]`: the RL loop's rollouts, rewards, advantages and training batches."""
 
-    batch_size: int = Field(32, ge=1)
-    """Rollouts per training step; a multiple of `group_size`."""
+    batch_size: int = Field(64, ge=1)
+    """Rollouts per training step; a multiple of `group_size`. 64 (8 prompts in groups of 8) rather than 32:
+    with 4 prompts a step the update's direction for what all prompts share (one answer, one reply shape) is
+    set by the draw, and on `examples/large_number` it walked into one answer for every question on 5 seeds
+    of 5, where 8 prompts learnt it on 3 of 3; on the other tasks of the learning matrix the time to a reward
+    level stayed about the same (docs/benchmarks.md)."""
     group_size: int = Field(8, ge=1)
     """Sibling rollouts per example (the GRPO group the advantage baseline is taken over)."""
     sampling: SamplingParams = Field(default_factory=SamplingParams)
@@ -128,10 +156,10 @@ class OrchestratorConfig(Strict):
     dynamic_sampling: DynamicSampling | None = None
     """`[orchestrator.dynamic_sampling]`: replace groups without signal by new ones (DAPO); None (the
     default): such groups are skipped and the step trains on the rest."""
-    collapse: CollapseRecovery | None = None
+    collapse: CollapseRecovery = Field(default_factory=CollapseRecovery)
     """`[orchestrator.collapse]`: recover when most groups carry no signal for several steps in a row while
-    the task is unsolved (docs/training.md, 'Collapse'); None (the default): only warn. Off until the
-    learning matrix (bench/learning.py) shows it better on the worst seed."""
+    the task is unsolved (docs/training.md, 'Collapse recovery'); on by default, chosen by the worst seed of
+    the learning matrix (docs/benchmarks.md); `method = "off"` only warns."""
     max_off_policy_steps: int | None = Field(None, ge=0)
     """Largest lag between a rollout's policy and the one being trained; older groups are dropped.
     Unset, `looprl rl` picks by hardware and writes the number into the run's `config.toml`: 0 without a
@@ -171,16 +199,22 @@ class OrchestratorConfig(Strict):
 
     @model_validator(mode="after")
     def _room_to_raise(self) -> OrchestratorConfig:
-        if self.collapse and self.collapse.method == "temperature" and \
-                self.collapse.max_temperature <= self.base_temperature:
-            raise ValueError(f"orchestrator.collapse.max_temperature ({self.collapse.max_temperature}) must be above "
-                             f"the sampling temperature ({self.base_temperature}): there is nothing to raise to")
+        ceiling = self.collapse.ceiling(self.base_temperature)
+        if self.collapse.method == "temperature" and ceiling <= self.base_temperature:
+            raise ValueError(f"orchestrator.collapse.max_temperature ({ceiling}) must be above the sampling "
+                             f"temperature ({self.base_temperature}): there is nothing to raise to; set "
+                             "collapse.method to 'rollback' or 'off'")
         return self
 
     @property
     def base_temperature(self) -> float:
         """The sampling temperature of the run (1.0, the engines' default, when the config leaves it unset)."""
         return 1.0 if self.sampling.temperature is None else self.sampling.temperature
+
+    @property
+    def recovery(self) -> CollapseRecovery | None:
+        """`[orchestrator.collapse]` when it steps in (None: `method = "off"`)."""
+        return None if self.collapse.method == "off" else self.collapse
 
     @property
     def groups_per_step(self) -> int:

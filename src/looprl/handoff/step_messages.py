@@ -21,12 +21,13 @@ class TrainBatch(BaseModel):
     step: int
     micro_batches: list[MicroBatch]
     explored: bool = True
-    """Whether most of the step's groups had signal (`session.collapse_recovery.explored`): with collapse recovery
+    """Whether most of the step's groups had signal (`session.collapse_recovery.explored`), sampled at the configured
+    temperature (not raised by the recovery: `CollapseRecovery.sampled_as_configured`): with collapse recovery
     by rollback the trainer keeps a copy of the weights that sampled such a step (`trainer.rollback`)."""
     rollback: bool = False
-    """Collapse recovery by rollback (`[orchestrator.collapse] method = "rollback"`): instead of training on
-    this batch (sampled by a policy that stopped exploring), the trainer puts back the weights it kept, resets
-    AdamW's moments and lowers the learning rate by `lr_factor`."""
+    """Collapse recovery by rollback (`[orchestrator.collapse] method = "rollback"`, or the temperature's escalation):
+    instead of training on this batch (sampled by a policy that stopped exploring), the trainer puts back the
+    weights it kept, resets AdamW's moments and lowers the learning rate by `lr_factor`."""
     progress: dict[str, Any] = Field(default_factory=dict)
     """The orchestrator's position in the dataset after this batch; the trainer saves it with its
     checkpoint (`checkpoints/step_N/progress.json`), which the orchestrator reads on `--resume`."""

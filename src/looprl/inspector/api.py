@@ -142,14 +142,15 @@ def get_metrics(ref: RunRef = Depends(run_ref)) -> RunMetrics:
 
 def collapse_interventions(steps: list[StepMetrics]) -> list[CollapseIntervention]:
     """Collapse recovery's interventions, from the `collapse/...` metrics of the stored steps."""
-    out, previous = [], None
+    out: list[CollapseIntervention] = []
+    previous: dict[str, float] = {}
     for s in steps:
         found = Intervention.from_metrics(s.step, s.metrics, previous)
         if found:
             out.append(CollapseIntervention(step=found.step, action=found.action, method=found.method,
                                             message=found.line(), value_from=found.value_from,
                                             value_to=found.value_to))
-        previous = next((s.metrics[k] for k in SETTING_METRIC.values() if k in s.metrics), previous)
+        previous.update((k, s.metrics[k]) for k in SETTING_METRIC.values() if k in s.metrics)
     return out
 
 

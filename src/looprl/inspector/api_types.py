@@ -136,9 +136,9 @@ class CollapseIntervention(BaseModel):
     rebuilt from the step's `collapse/...` metrics."""
 
     step: int
-    action: Literal["rollback", "raise", "decay", "give_up", "unlearnable"]
-    """What it did: rolled the weights back, raised or decayed the sampling temperature, gave up, or reported a
-    task without signal."""
+    action: Literal["escalate", "rollback", "raise", "decay", "give_up", "unlearnable"]
+    """What it did: rolled the weights back (`escalate`: as the temperature's raises brought no signal back),
+    raised or decayed the sampling temperature, gave up, or reported a task without signal."""
     method: Literal["rollback", "temperature"]
     value_from: float
     value_to: float

@@ -92,12 +92,12 @@ class Orchestrator:
         self.unused_weights = UnusedWeights(cfg.orchestrator.reward_weights)
         self.trackers = Trackers()
         """`[log.trackers]`: each stored step's metrics go to them too (started when the run starts)."""
-        self.exploration = ExplorationWatch()
+        self.exploration = ExplorationWatch(solved_reward=cfg.orchestrator.collapse.solved_reward)
         """Warns when most groups carried no signal for several steps in a row (`session.collapse`)."""
         self.failures = FailureStreak(cfg.orchestrator.max_consecutive_failures)
         self.ledger: PromptLedger | None = None
-        self.recovery = CollapseRecovery(cfg.orchestrator.collapse, cfg.orchestrator.base_temperature) \
-            if cfg.orchestrator.collapse else None
+        recovery = cfg.orchestrator.recovery
+        self.recovery = CollapseRecovery(recovery, cfg.orchestrator.base_temperature) if recovery else None
         """`[orchestrator.collapse]`: the temperature of the groups started next (`session.collapse_recovery`)."""
 
     async def run(self, resume_step: int) -> None:
@@ -161,7 +161,7 @@ class Orchestrator:
     def sampling(self) -> SamplingParams | None:
         """The sampling of the train groups started next: None (the run's) unless collapse recovery has moved
         the temperature off the run's."""
-        if self.recovery is None or self.recovery.temperature == self.recovery.base:
+        if self.recovery is None or self.recovery.sampled_as_configured:
             return None
         return self.session.gateway.sampling.model_copy(update={"temperature": self.recovery.temperature})
 
@@ -260,6 +260,8 @@ class Orchestrator:
         metrics["no_signal_frac"] = metrics["groups_skipped"] / max(len(groups), 1)
         solved = self.exploration.solved(advantages)
         metrics["groups_solved"] = float(solved)
+        if overshoot := self.exploration.overshoot():
+            get_logger().warning(overshoot)
         stuck = int(metrics["groups_skipped"]) - solved
         fired = self.exploration.observe(step, len(groups), stuck)
         if fired:
@@ -269,6 +271,7 @@ class Orchestrator:
                 example and f"{example}: {inspector_link(self.run_dir, self.session.run_id, example)}"))
         has_signal = explored(len(groups), int(metrics["groups_kept"]), self.exploration.share)
         if self.recovery:
+            has_signal = has_signal and self.recovery.sampled_as_configured
             metrics.update(self.recover(step, fired, len(groups), stuck, has_signal))
         return metrics, has_signal
 

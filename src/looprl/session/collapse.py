@@ -10,10 +10,13 @@ prints it, naming one such rollout and its inspector page); the inspector's run 
 watch over the stored steps and shows the same line. With `[orchestrator.collapse]` the orchestrator
 also acts on it (`session.collapse_recovery`).
 
-A step whose groups without signal all have every rollout at the best reward the run has seen is a
-solved task, not a stuck policy (`groups_solved`): the watch does not count those groups (on the demo
-it warned at steps 8-10, every reply right and brief). One all-worst group among them and they all
-count, as a policy that answers alike, right or wrong by luck, gives both kinds.
+A step whose groups without signal all have every rollout at the task's maximum is a solved task, not a
+stuck policy (`groups_solved`): the watch does not count those groups (on the demo it warned at steps
+8-10, every reply right and brief). The maximum is `[orchestrator.collapse] solved_reward` where the
+config gives it, else the best reward the run has seen (and a worse one seen too), which cannot tell a
+policy that settled early on part of the reward from one that solved the task. One group all at the
+run's worst among them and they all count, as a policy that answers alike, right or wrong by luck,
+gives both kinds.
 """
 
 from __future__ import annotations
@@ -29,8 +32,12 @@ SHARE = 0.5
 
 
 class ExplorationWatch:
-    def __init__(self, steps: int = STEPS, share: float = SHARE) -> None:
+    def __init__(self, steps: int = STEPS, share: float = SHARE, solved_reward: float | None = None) -> None:
         self.steps, self.share = steps, share
+        self.solved_reward = solved_reward
+        """The reward of a reply that solves the task (`orchestrator.collapse.solved_reward`; None: unknown)."""
+        self.overshot = False
+        """Whether a rollout scored above `solved_reward` (said once: `overshoot`)."""
         self.streak: list[int] = []
         self.warned = False
         self.best, self.worst = float("-inf"), float("inf")
@@ -38,14 +45,27 @@ class ExplorationWatch:
 
     def solved(self, advantages: Sequence[GroupAdvantages]) -> int:
         """A step's groups without signal that say the task is solved: all of them when every such group
-        has all its rollouts at the run's best reward so far (this step's counted, and a worse one seen
-        before); else 0. A step mixing all-best and all-worst groups is a policy answering alike and right
-        or wrong by luck (a collapse on a yes/no task), so none of its groups count as solved."""
+        has all its rollouts at `solved_reward` or above (unknown: at the run's best reward so far, this
+        step's counted, with a worse one seen before); else 0. A step mixing all-best and all-worst groups
+        is a policy answering alike and right or wrong by luck (a collapse on a yes/no task), so none of its
+        groups count as solved."""
         rewards = [r for a in advantages for r in a.rewards if r is not None]
         self.best, self.worst = max([self.best, *rewards]), min([self.worst, *rewards])
+        known = self.solved_reward is not None
+        top = self.solved_reward if self.solved_reward is not None else self.best
         skipped = [a for a in advantages if a.skipped]
-        at_best = [a for a in skipped if a.rewards and all(r is not None and r >= self.best for r in a.rewards)]
-        return len(at_best) if self.best > self.worst and len(at_best) == len(skipped) else 0
+        at_top = [a for a in skipped if a.rewards and all(r is not None and r >= top for r in a.rewards)]
+        return len(at_top) if (known or self.best > self.worst) and len(at_top) == len(skipped) else 0
+
+    def overshoot(self) -> str | None:
+        """Once, when a rollout scored above `solved_reward`: the warning that it is set too low (then any group
+        at it counts as solved, however far below the best replies)."""
+        if self.solved_reward is None or self.best <= self.solved_reward or self.overshot:
+            return None
+        self.overshot = True
+        return (f"a rollout's reward {self.best:g} is above orchestrator.collapse.solved_reward = "
+                f"{self.solved_reward:g}, the reward of a reply that solves the task: the collapse watch counts groups "
+                "at it as solved; set it to the best total reward a reply can get (reward_weights included)")
 
     def observe(self, step: int, sampled: int, without_signal: int) -> bool:
         """Whether to warn after `step`, whose `without_signal` of `sampled` groups carried no signal."""
@@ -69,5 +89,4 @@ class ExplorationWatch:
                 f"taught nothing{f'; e.g. rollout {example}' if example else ''} (docs/training.md, 'Collapse': "
                 "remedies: more prompts per step (orchestrator.batch_size), a lower or decaying learning rate "
                 "(trainer.optim), an entropy bonus (trainer.loss.entropy_coef), clip-higher, dynamic sampling or a "
-                "KL term; [orchestrator.collapse] makes looprl go back to weights that still explored, at a lower "
-                "learning rate)")
+                "KL term; collapse recovery, [orchestrator.collapse], steps in by itself unless its method is 'off')")

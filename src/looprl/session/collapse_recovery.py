@@ -18,13 +18,16 @@ same collapsed policy. Two ways back, `[orchestrator.collapse] method`:
   the signal's drift: at 1e-5 the task was learnt on seeds on which 2e-5 collapsed (docs/benchmarks.md).
   After `max_attempts` rollbacks it gives up.
 - **temperature**: raises the temperature of the groups started from then on by `raise_by` (up to
-  `max_temperature`) when the watch fires, and again at each further step that is still stuck;
+  `max_temperature`, by default 0.5 above the configured one) when the watch fires, and again at each
+  further step that is still stuck;
   **decays** it by `decay_by` per step once a step has signal again, back to the configured one (a hotter
   policy is not the one being trained: the trainer's log-probabilities are the temperature-1 policy's, so
-  rollouts drawn hot enter the loss as if drawn from it); **gives up** after `max_attempts` raises in a
-  row without a step regaining signal: the temperature goes back, the recovery stays off for the rest of
-  the run, and the run says the task does not look learnable at these settings. On large_number a hotter
-  temperature did not bring a collapsed answer back (docs/training.md).
+  rollouts drawn hot enter the loss as if drawn from it); after `max_attempts` raises in a row without a
+  step regaining signal the temperature goes back and, with `escalate` (off by default), the recovery **rolls
+  back** as `rollback` does and goes on as `rollback` (a hotter temperature spreads a reply's later
+  tokens, not an answer the policy no longer gives: on large_number it brought no collapsed seed back);
+  without it, it **gives up**: the recovery stays off for the rest of the run, and the run says the task
+  does not look learnable at these settings.
 
 Detection stays honest (issue 37): a solved task is no collapse (the watch leaves all-right groups
 out), and a run whose rollouts have all had the same reward since it started never lost an
@@ -53,7 +56,9 @@ def explored(sampled: int, kept: int, share: float) -> bool:
     return sampled > 0 and kept >= (1 - share) * sampled
 
 
-Action = Literal["rollback", "raise", "decay", "give_up", "unlearnable"]
+Action = Literal["escalate", "rollback", "raise", "decay", "give_up", "unlearnable"]
+"""`escalate`: the temperature's rollback (with `collapse/rollback` too, as the orchestrator and trainer act on that);
+first, so a stored step's metrics name it."""
 ACTIONS: tuple[Action, ...] = get_args(Action)
 Method = Literal["rollback", "temperature"]
 SETTING_METRIC: dict[Method, str] = {"rollback": "collapse/lr_scale", "temperature": "collapse/temperature"}
@@ -72,7 +77,8 @@ class Intervention:
     """The method's setting before and after: the learning-rate factor (rollback) or the sampling temperature
     of the next groups (temperature)."""
     attempt: int
-    """Rollbacks so far, or raises in a row without a step with signal; this one included."""
+    """Rollbacks so far (an escalation's included), or raises in a row without a step with signal; this one
+    included."""
     sampled: int
     stuck: int
     rolled_back_to: int | None = None
@@ -83,11 +89,13 @@ class Intervention:
         why = f"{self.stuck} of {self.sampled} groups at step {self.step} without signal"
         if self.method == "rollback":
             lr = f"learning rate x{self.value_from:g} -> x{self.value_to:g}"
-            if self.action == "rollback":
+            if self.action in ("rollback", "escalate"):
                 to = (f"those that sampled step {self.rolled_back_to} (the last step whose groups mostly had signal)"
                       if self.rolled_back_to else "the run's first (no step yet whose groups mostly had signal)")
-                return (f"collapse recovery: {why}, policy not exploring; weights back to {to}, AdamW's moments "
-                        f"reset, {lr} (rollback {self.attempt})")
+                escalated = ("; the raised temperature brought no signal back, so sampling is back at the configured "
+                             "temperature, and from now on rollbacks" if self.action == "escalate" else "")
+                return (f"collapse recovery: {why}, policy not exploring{escalated}; weights back to {to}, AdamW's "
+                        f"moments reset, {lr} (rollback {self.attempt})")
         change = f"sampling temperature of the next groups {self.value_from:g} -> {self.value_to:g}"
         if self.action == "raise":
             held = " (held at its maximum)" if self.value_to == self.value_from else ""
@@ -106,20 +114,23 @@ class Intervention:
     def metrics(self) -> dict[str, float]:
         """This step's intervention as `collapse/...` metrics (with `CollapseRecovery.metrics`)."""
         rolled = {} if self.rolled_back_to is None else {"collapse/rollback_to": float(self.rolled_back_to)}
-        return {f"collapse/{self.action}": 1.0} | rolled
+        rollback = {"collapse/rollback": 1.0} if self.action == "escalate" else {}
+        return {f"collapse/{self.action}": 1.0} | rollback | rolled
 
     @classmethod
-    def from_metrics(cls, step: int, metrics: Mapping[str, float], previous: float | None) -> Intervention | None:
-        """The intervention a stored step's metrics record (None: none); `previous`: the method's setting the
-        step before left (None: unknown, then this step's)."""
+    def from_metrics(cls, step: int, metrics: Mapping[str, float],
+                     previous: Mapping[str, float]) -> Intervention | None:
+        """The intervention a stored step's metrics record (None: none); `previous`: the settings the steps before
+        left, by metric (`SETTING_METRIC`; a learning-rate factor not there yet is 1, a temperature this step's)."""
         action = next((a for a in ACTIONS if metrics.get(f"collapse/{a}")), None)
         method = next((m for m, key in SETTING_METRIC.items() if key in metrics), None)
         if action is None or method is None:
             return None
         to = metrics[SETTING_METRIC[method]]
+        before = previous.get(SETTING_METRIC[method], 1.0 if method == "rollback" else to)
         sampled, skipped = int(metrics.get("groups_sampled", 0)), int(metrics.get("groups_skipped", 0))
         rolled = metrics.get("collapse/rollback_to")
-        return cls(step, action, method, to if previous is None else previous, to,
+        return cls(step, action, method, before, to,
                    int(metrics.get("collapse/attempt", 0)), sampled, skipped - int(metrics.get("groups_solved", 0)),
                    None if rolled is None else int(rolled))
 
@@ -129,8 +140,12 @@ class CollapseRecovery:
     what each step's groups showed; `rollback` tells the orchestrator to have the trainer roll back."""
 
     def __init__(self, cfg: RecoveryConfig, base_temperature: float) -> None:
+        if cfg.method == "off":
+            raise ValueError("collapse recovery with method 'off' (OrchestratorConfig.recovery is None then)")
         self.cfg, self.base = cfg, base_temperature
+        self.ceiling = cfg.ceiling(base_temperature)
         self.method: Method = cfg.method
+        """`rollback` from the escalation of a `temperature` recovery on."""
         self.temperature = base_temperature
         self.lr_scale = 1.0
         self.attempt = 0
@@ -143,14 +158,24 @@ class CollapseRecovery:
         trainer's scheduler kept it too) or the temperature, and the attempts so far. The trainer's copy of the
         weights is then the resumed ones, which sample step + 1."""
         self.lr_scale = metrics.get("collapse/lr_scale", self.lr_scale)
+        if "collapse/lr_scale" in metrics:  # a rollback recovery, or a temperature one that escalated
+            self.method = "rollback"
         self.temperature = metrics.get("collapse/temperature", self.temperature)
         self.attempt = int(metrics.get("collapse/attempt", self.attempt))
         self.explored = step + 1
 
+    @property
+    def sampled_as_configured(self) -> bool:
+        """Whether the groups started now sample at the configured temperature. A step sampled hotter does not count
+        as one that explored, whatever its signal: the signal came from the temperature, and its weights may be
+        those of the collapsed policy (on large_number an escalation went back to such a step's weights)."""
+        return self.temperature == self.base
+
     def after_step(self, step: int, watch: ExplorationWatch, fired: bool, sampled: int, stuck: int,
                    explored: bool = False) -> Intervention | None:
         """Update after `step`, once `watch` has observed it (`fired`: it detected a collapse there; `explored`:
-        most of its groups had signal: `explored`)."""
+        most of its groups had signal, `explored`, sampled at the configured temperature: `sampled_as_configured`
+        before this update)."""
         if self.gave_up or sampled == 0:  # a step that trained only carried-over groups says nothing new
             return None
         is_stuck = stuck / sampled > watch.share
@@ -160,14 +185,14 @@ class CollapseRecovery:
             self.reported = True
             value = self.lr_scale if self.method == "rollback" else self.temperature
             return Intervention(step, "unlearnable", self.method, value, value, 0, sampled, stuck)
-        if self.method == "rollback":
-            return self._rollback(step, watch, fired, sampled, stuck, explored)
-        return self._temperature(step, fired, sampled, stuck, is_stuck)
-
-    def _rollback(self, step: int, watch: ExplorationWatch, fired: bool, sampled: int, stuck: int,
-                  explored: bool) -> Intervention | None:
         if explored:
             self.explored = step
+        if self.method == "rollback":
+            return self._rollback(step, watch, fired, sampled, stuck)
+        return self._temperature(step, watch, fired, sampled, stuck, is_stuck)
+
+    def _rollback(self, step: int, watch: ExplorationWatch, fired: bool, sampled: int, stuck: int,
+                  action: Action = "rollback") -> Intervention | None:
         if not fired:
             return None
         before = self.lr_scale
@@ -177,17 +202,22 @@ class CollapseRecovery:
         self.attempt += 1
         self.lr_scale = before * self.cfg.lr_factor
         watch.restart()  # the rolled-back policy gets its own steps before the watch can fire again
-        return Intervention(step, "rollback", "rollback", before, self.lr_scale, self.attempt, sampled, stuck,
+        return Intervention(step, action, "rollback", before, self.lr_scale, self.attempt, sampled, stuck,
                             rolled_back_to=self.explored)
 
-    def _temperature(self, step: int, fired: bool, sampled: int, stuck: int, is_stuck: bool) -> Intervention | None:
+    def _temperature(self, step: int, watch: ExplorationWatch, fired: bool, sampled: int, stuck: int,
+                     is_stuck: bool) -> Intervention | None:
         before = self.temperature
-        if is_stuck and (fired or self.attempt or self.temperature != self.base):
+        if is_stuck and (fired or self.attempt or not self.sampled_as_configured):
             if self.attempt == self.cfg.max_attempts:
-                self.gave_up, self.temperature = True, self.base
+                self.temperature = self.base
+                if self.cfg.escalate:
+                    self.method, self.attempt = "rollback", 0
+                    return self._rollback(step, watch, True, sampled, stuck, "escalate")
+                self.gave_up = True
                 return Intervention(step, "give_up", "temperature", before, self.base, self.attempt, sampled, stuck)
             self.attempt += 1
-            self.temperature = round(min(self.cfg.max_temperature, self.temperature + self.cfg.raise_by), 6)
+            self.temperature = round(min(self.ceiling, self.temperature + self.cfg.raise_by), 6)
             return Intervention(step, "raise", "temperature", before, self.temperature, self.attempt, sampled, stuck)
         if not is_stuck:
             self.attempt = 0
@@ -197,7 +227,9 @@ class CollapseRecovery:
         return None
 
     def metrics(self) -> dict[str, float]:
-        """Every step's state: the method's setting (the learning-rate factor, or the next groups'
-        temperature) and the rollbacks so far, or the raises in a row."""
-        value = self.lr_scale if self.method == "rollback" else self.temperature
-        return {SETTING_METRIC[self.method]: value, "collapse/attempt": float(self.attempt)}
+        """Every step's state: the method's setting (the learning-rate factor, and the next groups' temperature
+        while the configured method is the temperature, also after it escalated) and the rollbacks so far, or the
+        raises in a row."""
+        temperature = {} if self.cfg.method == "rollback" else {"collapse/temperature": self.temperature}
+        lr_scale = {"collapse/lr_scale": self.lr_scale} if self.method == "rollback" else {}
+        return lr_scale | temperature | {"collapse/attempt": float(self.attempt)}

@@ -17,9 +17,10 @@ rank 0 alone writes broadcasts, reports and the checkpoint's files.
 `broadcasts/step_k/` exists (the orchestrator puts the engine on it) and continues at k+1. With
 `[trainer.lora]` the policy trains adapters; broadcasts carry the merged weights for the embedded
 engine, the adapters alone for vLLM (`inference.backend = "vllm"`, which loads them at run time).
-With `[orchestrator.collapse] method = "rollback"` the trainer keeps a copy of the weights that sampled the
-last batch whose groups mostly had signal and, given a batch marked `rollback`, goes back to them at a lower
-learning rate instead of training on it (`trainer.rollback`).
+With `[orchestrator.collapse] method = "rollback"`, or `temperature` with `escalate`, which escalates to it, the
+trainer keeps a copy of the weights that sampled the last batch whose groups mostly had signal and, given a
+batch marked `rollback`, goes back to them at a lower learning rate instead of training on it
+(`trainer.rollback`).
 """
 
 from __future__ import annotations
@@ -100,8 +101,8 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0, weights_region: Path
         log.info("resumed from checkpoint step {}", resume_step)
     token_loss, normalize = select.token_loss(tcfg.loss), select.normalize(tcfg.loss)
     correction = select.rollout_correction(tcfg.loss)
-    recovery = cfg.orchestrator.collapse
-    rollback = Rollback(model) if recovery is not None and recovery.method == "rollback" else None
+    recovery = cfg.orchestrator.recovery
+    rollback = Rollback(model, recovery.lr_factor) if recovery is not None and recovery.keeps_weights else None
 
     def is_kept(step: int) -> bool:
         return (ccfg.interval > 0 and step % ccfg.interval == 0) or step == cfg.max_steps
@@ -111,8 +112,7 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0, weights_region: Path
         started = time.perf_counter()
         batch = wait_model(batch_path(run_dir, step), TrainBatch)
         waited = time.perf_counter() - started
-        if rollback is not None and recovery is not None and \
-                rollback.before_step(batch, optimizer, scheduler, recovery.lr_factor, broadcast.begin_change):
+        if rollback is not None and rollback.before_step(batch, optimizer, scheduler, broadcast.begin_change):
             log.warning("step {}: collapse recovery, weights back to the last kept (sampled a step whose groups "
                         "mostly had signal), AdamW's moments reset, learning rate now {:.2e}", step,
                         optimizer.param_groups[0]["lr"])

@@ -1,4 +1,5 @@
-"""Collapse recovery by rollback, the trainer's side (`[orchestrator.collapse] method = "rollback"`).
+"""Collapse recovery by rollback, the trainer's side (`[orchestrator.collapse] method = "rollback"`, or
+`"temperature"` with `escalate`, which rolls back once raising the temperature brought no signal back).
 
 The orchestrator marks each batch `explored` when most of its groups had signal, and `rollback` when its
 watch saw the policy stop exploring (`session.collapse_recovery` says why a lower learning rate is the way
@@ -27,7 +28,9 @@ def _local(param: torch.Tensor) -> torch.Tensor:
 
 
 class Rollback:
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, lr_factor: float) -> None:
+        self.lr_factor = lr_factor
+        """The learning rate is multiplied by this at each rollback (`orchestrator.collapse.lr_factor`)."""
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.kept: list[torch.Tensor] = []
         self.keep()
@@ -41,25 +44,23 @@ class Rollback:
             kept.copy_(_local(p))
 
     @torch.no_grad()
-    def restore(self, optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler,
-                lr_factor: float) -> None:
+    def restore(self, optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler) -> None:
         """The kept weights back, AdamW's moments dropped, the learning rate times `lr_factor` from now on."""
         for kept, p in zip(self.kept, self.params):
             _local(p).copy_(kept)
         optimizer.state.clear()
-        scheduler.base_lrs = [lr * lr_factor for lr in scheduler.base_lrs]
+        scheduler.base_lrs = [lr * self.lr_factor for lr in scheduler.base_lrs]
         for group in optimizer.param_groups:
-            group["lr"] *= lr_factor
+            group["lr"] *= self.lr_factor
 
     def before_step(self, batch: TrainBatch, optimizer: torch.optim.Optimizer,
-                    scheduler: torch.optim.lr_scheduler.LRScheduler, lr_factor: float,
-                    begin_change: Callable[[], None]) -> bool:
+                    scheduler: torch.optim.lr_scheduler.LRScheduler, begin_change: Callable[[], None]) -> bool:
         """What `batch` asks before its step: a `rollback` batch puts the kept weights back (True: the orchestrator
         sent nothing to train; `begin_change` runs first, the weights change outside an optimizer step); an
         `explored` one has its weights kept, as the last ones a rollback may go back to."""
         if batch.rollback:
             begin_change()
-            self.restore(optimizer, scheduler, lr_factor)
+            self.restore(optimizer, scheduler)
             return True
         if batch.explored:
             self.keep()

@@ -91,3 +91,21 @@ def test_one_word_holds_out_distinct_prompts():
     held_out = [e.payload["prompt_messages"][-1]["content"] for e in asyncio.run(env.create_dataset("eval", ROOT))]
     assert len(rows) == 80 and len(held_out) == 20 and len(set(rows)) == 80
     assert set(rows).isdisjoint(held_out)
+
+
+@pytest.mark.parametrize("task,right_reply,example_args", [
+    ("demo", "7", {"answer": 7}),
+    ("two_digit", "37 + 48 = 85", {"answer": 85, "operands": [37, 48]}),
+    ("large_number", "No", {"answer": "no"}),
+    ("one_word", "Mango", {}),
+])
+def test_solved_reward_is_a_right_replys_total(task, right_reply, example_args):
+    """Each task's `orchestrator.collapse.solved_reward` is what a right reply scores, weighed as its rl.toml weighs
+    the components: the collapse watch counts groups at it as solved, and bench/learning.py's levels are its shares."""
+    import tomllib
+
+    orchestrator = tomllib.loads((ROOT / "examples" / task / "rl.toml").read_text())["orchestrator"]
+    weights = orchestrator.get("reward_weights", {})
+    scored = example(task).score(right_reply, example_args)
+    assert sum(weights.get(name, 1.0) * value for name, value in scored.items()) == orchestrator["collapse"][
+        "solved_reward"]

@@ -29,7 +29,8 @@ def test_raised_temperature_reaches_the_engine(tmp_path):
     examples = itertools.cycle([Example(id=f"e{a}", payload={"prompt_messages": [
         {"role": "user", "content": f"What is {a} plus {b}?"}], "answer": str(a + b)}) for a, b in [(2, 3), (9, 9)]])
     orch = step_only(tmp_path / "run", sampling={"temperature": 0.5},
-                     collapse={"method": "temperature", "raise_by": 0.25, "max_attempts": 2})
+                     collapse={"method": "temperature", "raise_by": 0.25, "max_attempts": 2,
+                               "escalate": False})
     orch.cfg = orch.cfg.model_copy(update={"max_steps": 7})
     sink = io.StringIO()
     setup_logger("info", sink=sink)

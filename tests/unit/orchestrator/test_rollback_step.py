@@ -34,3 +34,24 @@ def test_the_step_that_rolls_back_trains_nothing_and_raises_the_pools_floor(tmp_
     assert [p.floor for p in pools] == [0, 0, 3]
     advantages = {r.rollout_id: r.advantage for r in RunStoreReader(tmp_path).list_rollouts("run")[0]}
     assert advantages["1c0"] is not None and advantages["3c0"] is None  # the signal group of step 3 did not train
+
+
+def test_a_step_sampled_at_a_raised_temperature_is_not_kept_to_go_back_to(tmp_path):
+    """Its signal came from the temperature, on weights that may be the collapsed policy's: the batch is not marked
+    `explored`, so the trainer's copy stays that of the last step that explored at the configured temperature."""
+    orch = step_only(tmp_path, collapse={"method": "temperature"})
+    orch.cfg = orch.cfg.model_copy(update={"max_steps": 2})
+
+    def groups(step: int) -> list:
+        return [[(result(f"{step}{g}{i}", {"correct": float(i)}, f"{step}{g}"), []) for i in range(2)]
+                for g in "ab"]
+
+    async def run() -> None:
+        await orch.step(1, FakeSampler(), FakePool(groups(1), []))
+        assert orch.recovery is not None
+        orch.recovery.temperature = 1.25  # raised after a collapse
+        await orch.step(2, FakeSampler(), FakePool(groups(2), []))
+
+    asyncio.run(run())
+    orch.session.writer.close()
+    assert [read_model(batch_path(tmp_path, step), TrainBatch).explored for step in (1, 2)] == [True, False]

@@ -1,6 +1,11 @@
 """The exploration watch: one warning when most groups carry no signal for several steps in a row."""
 
+from looprl.session.advantages import GroupAdvantages
 from looprl.session.collapse import ExplorationWatch
+
+
+def group(*rewards: float | None) -> GroupAdvantages:
+    return GroupAdvantages(list(rewards), [0.0] * len(rewards), skipped=len(set(rewards)) == 1)
 
 
 def test_warns_once_per_streak():
@@ -21,11 +26,6 @@ def test_half_or_fewer_groups_without_signal_is_no_streak():
 
 def test_groups_all_at_the_best_reward_are_solved_not_stuck():
     """A policy that learned the task gives every rollout the maximum: those groups are not a collapse."""
-    from looprl.session.advantages import GroupAdvantages
-
-    def group(*rewards):
-        return GroupAdvantages(list(rewards), [0.0] * len(rewards), skipped=len(set(rewards)) == 1)
-
     watch = ExplorationWatch()
     assert watch.solved([group(1.5, 1.5), group(0.0, 1.5)]) == 1
     assert watch.solved([group(1.5, 1.5), group(0.5, 0.5)]) == 0  # an all-0.5 group too: none count as solved
@@ -33,3 +33,30 @@ def test_groups_all_at_the_best_reward_are_solved_not_stuck():
     assert watch.solved([group(None, None)]) == 0
     fresh = ExplorationWatch()
     assert fresh.solved([group(0.0, 0.0)]) == 0  # every reward alike since the start: not solved
+
+
+def test_a_partial_reward_is_not_solved_when_the_config_names_the_solving_one():
+    """examples/two_digit, one seed: every reply wrote the equation with a wrong sum (format 0.5 of 1.5) from
+    early on; by the best reward seen that looked solved, by `solved_reward` = 1.5 it is stuck."""
+    blind, told = ExplorationWatch(), ExplorationWatch(solved_reward=1.5)
+    for watch in (blind, told):
+        watch.solved([group(0.0, 0.5)])
+    assert blind.solved([group(0.5, 0.5), group(0.5, 0.5)]) == 2
+    assert told.solved([group(0.5, 0.5), group(0.5, 0.5)]) == 0
+    assert told.solved([group(1.5, 1.5), group(0.0, 1.5)]) == 1
+    assert told.overshoot() is None
+
+
+def test_a_given_solved_reward_counts_a_task_solved_from_the_first_step():
+    """Every rollout right from the start is a solved task, not one the run cannot learn (which the best seen,
+    with no worse reward yet, cannot tell)."""
+    assert ExplorationWatch(solved_reward=1.0).solved([group(1.0, 1.0)]) == 1
+    assert ExplorationWatch().solved([group(1.0, 1.0)]) == 0
+
+
+def test_a_reward_above_solved_reward_is_said_once():
+    watch = ExplorationWatch(solved_reward=1.0)
+    watch.solved([group(1.5, 0.0)])
+    warning = watch.overshoot()
+    assert warning is not None and "1.5 is above orchestrator.collapse.solved_reward = 1" in warning
+    assert watch.overshoot() is None

@@ -1,7 +1,7 @@
-"""Collapse recovery: roll back to weights that explored at a lower learning rate (the default), or raise the
-temperature when the watch fires, again while still stuck, decay it once groups have signal; both give up
-after a bounded number of attempts; a solved task and a task without any signal since the start trigger
-neither."""
+"""Collapse recovery: raise the temperature when the watch fires (the default), again while still stuck, decay it
+once groups have signal, and roll back when the raises bring no signal back; or roll back to weights that
+explored at a lower learning rate from the start; both give up after a bounded number of attempts; a solved task
+and a task without any signal since the start trigger neither."""
 
 import pytest
 
@@ -19,7 +19,8 @@ def drive(recovery: CollapseRecovery, watch: ExplorationWatch, steps: list[list[
         advantages = [GroupAdvantages(list(g), [0.0] * len(g), skipped=len(set(g)) == 1) for g in groups]
         stuck = sum(a.skipped for a in advantages) - watch.solved(advantages)
         fired = watch.observe(step, len(groups), stuck)
-        has_signal = explored(len(groups), sum(not a.skipped for a in advantages), watch.share)
+        has_signal = explored(len(groups), sum(not a.skipped for a in advantages), watch.share) and \
+            recovery.sampled_as_configured
         out.append((recovery.after_step(step, watch, fired, len(groups), stuck, has_signal), recovery.temperature))
     return out
 
@@ -44,8 +45,8 @@ def test_detect_raise_decay():
 
 
 def test_gives_up_after_bounded_raises_and_says_so():
-    recovery = CollapseRecovery(RecoveryConfig(method="temperature", raise_by=0.5, max_temperature=2.0, max_attempts=2),
-                                1.0)
+    recovery = CollapseRecovery(RecoveryConfig(method="temperature", raise_by=0.5, max_temperature=2.0, max_attempts=2,
+                                               escalate=False), 1.0)
     seen = drive(recovery, ExplorationWatch(steps=2), [COLLAPSED] * 8)
     assert [(i.action if i else None, t) for i, t in seen] == [
         (None, 1.0), ("raise", 1.5), ("raise", 2.0), ("give_up", 1.0), (None, 1.0), (None, 1.0), (None, 1.0),
@@ -55,8 +56,57 @@ def test_gives_up_after_bounded_raises_and_says_so():
     assert recovery.gave_up and recovery.metrics()["collapse/temperature"] == 1.0
 
 
-def test_rollback_is_the_default_method():
-    assert RecoveryConfig().method == "rollback"
+def test_raises_without_signal_escalate_to_a_rollback():
+    """`escalate`: when `max_attempts` raises in a row bring no signal back, the temperature goes back and the
+    weights go back to the last step that explored, at a lower learning rate; from then on it rolls back."""
+    recovery = CollapseRecovery(RecoveryConfig(method="temperature", raise_by=0.25, max_attempts=2, lr_factor=0.5,
+                                               escalate=True), 1.0)
+    seen = drive(recovery, ExplorationWatch(steps=2), [SIGNAL] * 2 + [COLLAPSED] * 10)
+    actions = [(step, i.action, i.method, i.value_to, i.rolled_back_to) for step, (i, _) in enumerate(seen, 1) if i]
+    # stuck from step 3: the watch fires at 4, raises at 4 and 5, escalates at 6 (rollback 1); the restored policy
+    # gets 2 steps of its own, then rollback 2 at 8 and, max_attempts = 2 rollbacks done, it gives up at 10
+    assert actions == [(4, "raise", "temperature", 1.25, None), (5, "raise", "temperature", 1.5, None),
+                       (6, "escalate", "rollback", 0.5, 2), (8, "rollback", "rollback", 0.25, 2),
+                       (10, "give_up", "rollback", 0.25, None)]
+    assert [t for _, t in seen][5:] == [1.0] * 7  # sampling back at the configured temperature
+    escalated = seen[5][0]
+    assert escalated.line() == (
+        "collapse recovery: 2 of 2 groups at step 6 without signal, policy not exploring; the raised temperature "
+        "brought no signal back, so sampling is back at the configured temperature, and from now on rollbacks; "
+        "weights back to those that sampled step 2 (the last step whose groups mostly had signal), AdamW's moments "
+        "reset, learning rate x1 -> x0.5 (rollback 1)")
+    # the orchestrator and the trainer act on `collapse/rollback`; the inspector names the escalation
+    assert escalated.metrics() == {"collapse/escalate": 1.0, "collapse/rollback": 1.0, "collapse/rollback_to": 2.0}
+    assert recovery.metrics() == {"collapse/lr_scale": 0.25, "collapse/temperature": 1.0, "collapse/attempt": 2.0}
+
+
+def test_an_escalation_goes_back_past_the_steps_sampled_hot():
+    """A step whose groups had signal at a raised temperature got it from the temperature, on the collapsed
+    policy's weights: not one to roll back to (on large_number an escalation went back to such a step)."""
+    recovery = CollapseRecovery(RecoveryConfig(method="temperature", max_attempts=2, escalate=True), 1.0)
+    seen = drive(recovery, ExplorationWatch(steps=2), [SIGNAL] * 2 + [COLLAPSED] * 2 + [SIGNAL] + [COLLAPSED] * 3)
+    actions = [(step, i.action, i.rolled_back_to) for step, (i, _) in enumerate(seen, 1) if i]
+    assert actions == [(4, "raise", None), (5, "decay", None), (6, "raise", None), (7, "raise", None),
+                       (8, "escalate", 2)]
+
+
+def test_an_escalation_rebuilt_from_stored_metrics_and_resumed():
+    escalating = RecoveryConfig(method="temperature", max_attempts=1, escalate=True)
+    recovery = CollapseRecovery(escalating, 1.0)
+    seen = drive(recovery, ExplorationWatch(steps=2), [SIGNAL] + [COLLAPSED] * 3)
+    escalated = seen[3][0]
+    metrics = {"groups_sampled": 2.0, "groups_skipped": 2.0, "groups_solved": 0.0, **recovery.metrics(),
+               **escalated.metrics()}
+    assert Intervention.from_metrics(4, metrics, {"collapse/temperature": 1.25}) == escalated
+    resumed = CollapseRecovery(escalating, 1.0)
+    resumed.resume(4, recovery.metrics())
+    assert resumed.method == "rollback" and resumed.metrics() == recovery.metrics()
+
+
+def test_the_trainer_keeps_weights_for_a_rollback_or_an_escalation():
+    assert RecoveryConfig(method="rollback").keeps_weights and RecoveryConfig(escalate=True).keeps_weights
+    assert not RecoveryConfig().keeps_weights  # the default temperature, without escalation
+    assert not RecoveryConfig(method="off").keeps_weights
 
 
 @pytest.mark.parametrize("method", ["rollback", "temperature"])
@@ -82,8 +132,9 @@ def test_intervention_rebuilt_from_stored_metrics():
     [*_, (raised, _)] = drive(recovery, ExplorationWatch(steps=3), [COLLAPSED] * 3)
     metrics = {"groups_sampled": 2.0, "groups_skipped": 2.0, "groups_solved": 0.0, **recovery.metrics(),
                **raised.metrics()}
-    assert Intervention.from_metrics(3, metrics, 0.0) == raised
-    assert Intervention.from_metrics(2, {"collapse/temperature": 0.0, "collapse/attempt": 0.0}, 0.0) is None
+    assert Intervention.from_metrics(3, metrics, {"collapse/temperature": 0.0}) == raised
+    assert Intervention.from_metrics(2, {"collapse/temperature": 0.0, "collapse/attempt": 0.0},
+                                     {"collapse/temperature": 0.0}) is None
 
 
 def test_config_needs_room_above_the_sampling_temperature():
@@ -91,10 +142,14 @@ def test_config_needs_room_above_the_sampling_temperature():
 
     from looprl.config import OrchestratorConfig
 
-    assert OrchestratorConfig().collapse is None  # off by default
+    assert OrchestratorConfig().recovery == RecoveryConfig(method="temperature")  # on by default
+    assert OrchestratorConfig(collapse={"method": "off"}).recovery is None
     with pytest.raises(ValidationError, match=r"collapse.max_temperature \(1.2\) must be above the sampling"):
         OrchestratorConfig(sampling={"temperature": 1.2}, collapse={"method": "temperature", "max_temperature": 1.2})
-    OrchestratorConfig(sampling={"temperature": 1.2}, collapse={"max_temperature": 1.2})  # rollback: no raise
+    OrchestratorConfig(sampling={"temperature": 1.2}, collapse={"method": "rollback", "max_temperature": 1.2})
+    assert OrchestratorConfig(sampling={"temperature": 1.8}).collapse.ceiling(1.8) == 2.0  # the default: 0.5 above
+    with pytest.raises(ValidationError, match=r"nothing to raise to; set collapse\.method"):
+        OrchestratorConfig(sampling={"temperature": 2.0})
 
 
 def test_rollback_goes_back_to_the_last_step_that_explored_at_a_lower_learning_rate():
@@ -136,7 +191,8 @@ def test_rollback_rebuilt_from_stored_metrics():
     [*_, (rolled, _)] = drive(recovery, ExplorationWatch(steps=3), [SIGNAL] + [COLLAPSED] * 3)
     metrics = {"groups_sampled": 2.0, "groups_skipped": 2.0, "groups_solved": 0.0, **recovery.metrics(),
                **rolled.metrics()}
-    assert Intervention.from_metrics(4, metrics, 1.0) == rolled
+    assert Intervention.from_metrics(4, metrics, {"collapse/lr_scale": 1.0}) == rolled
+    assert Intervention.from_metrics(4, metrics, {}) == rolled  # the factor starts at 1
 
 
 def test_rollback_needs_no_room_above_the_sampling_temperature():

@@ -58,7 +58,7 @@ def test_a_weights_only_checkpoint_resumes_at_the_schedules_learning_rate(tmp_pa
     schedule's learning rate (mid-warmup here, and lowered by a collapse recovery's rollback), not the
     configured one."""
     model, optimizer, scheduler = _trained(1)
-    Rollback(model).restore(optimizer, scheduler, lr_factor=0.5)
+    Rollback(model, lr_factor=0.5).restore(optimizer, scheduler)
     train_step(model, optimizer, scheduler, pack([SAMPLE], 16), clipped.token_loss)
     save_checkpoint(tmp_path, 2, model, tokenizer, optimizer, scheduler, with_optimizer=False)
     expected = train_step(model, optimizer, scheduler, pack([SAMPLE], 16), clipped.token_loss)["lr"]

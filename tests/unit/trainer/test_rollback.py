@@ -22,7 +22,7 @@ def test_restore_puts_back_the_kept_weights_resets_adam_and_lowers_the_learning_
     model = tiny_model()
     optimizer = build_optimizer(model, lr=1e-2)
     scheduler = build_scheduler(optimizer, warmup_steps=2)
-    rollback = Rollback(model)  # keeps the first weights
+    rollback = Rollback(model, lr_factor=0.5)  # keeps the first weights
 
     def train() -> dict[str, float]:
         sample = _on_policy_sample(model, [5, 9, 3, 7, 20, 21, 22], 4, advantage=1.0)
@@ -33,7 +33,7 @@ def test_restore_puts_back_the_kept_weights_resets_adam_and_lowers_the_learning_
     rollback.keep()
     train()
     assert any(not torch.equal(a, b) for a, b in zip(kept, _weights(model))) and optimizer.state
-    rollback.restore(optimizer, scheduler, lr_factor=0.5)
+    rollback.restore(optimizer, scheduler)
     assert all(torch.equal(a, b) for a, b in zip(kept, _weights(model)))
     assert not optimizer.state
     # the factor holds for every later step, the warmup's included, and survives a checkpoint of the scheduler
@@ -50,10 +50,10 @@ def test_the_trainer_keeps_explored_steps_weights_and_goes_back_to_the_last_on_a
     model = tiny_model()
     optimizer = build_optimizer(model, lr=1e-2)
     scheduler = build_scheduler(optimizer)
-    rollback, changes = Rollback(model), []
+    rollback, changes = Rollback(model, lr_factor=0.5), []
 
     def step(batch: TrainBatch) -> bool:
-        rolled = rollback.before_step(batch, optimizer, scheduler, 0.5, lambda: changes.append(batch.step))
+        rolled = rollback.before_step(batch, optimizer, scheduler, lambda: changes.append(batch.step))
         sample = _on_policy_sample(model, [5, 9, 3, 7, 20, 21, 22], 4, advantage=1.0)
         train_step(model, optimizer, scheduler, [] if rolled else pack([sample], 64), truncated.token_loss)
         return rolled
@@ -71,7 +71,7 @@ def test_only_trainable_weights_are_kept():
     model = tiny_model()
     for p in list(model.parameters())[1:]:
         p.requires_grad_(False)
-    rollback = Rollback(model)
+    rollback = Rollback(model, lr_factor=0.5)
     assert len(rollback.kept) == 1 and rollback.kept[0].device.type == "cpu"
 
 
@@ -86,12 +86,12 @@ def test_an_fsdp2_rank_keeps_and_restores_its_own_shards(tmp_path):
         assert all(type(p).__name__ == "DTensor" for p in model.parameters())
         optimizer = build_optimizer(model, lr=1e-2)
         scheduler = build_scheduler(optimizer)
-        rollback = Rollback(model)
+        rollback = Rollback(model, lr_factor=0.5)
         kept = [p.to_local().detach().clone() for p in model.parameters()]
         sample = _on_policy_sample(model, [5, 9, 3, 7, 20, 21, 22], 4, advantage=1.0)
         train_step(model, optimizer, scheduler, pack([sample], 64), truncated.token_loss)
         assert any(not torch.equal(a, p.to_local()) for a, p in zip(kept, model.parameters()))
-        rollback.restore(optimizer, scheduler, lr_factor=0.5)
+        rollback.restore(optimizer, scheduler)
         assert all(torch.equal(a, p.to_local()) for a, p in zip(kept, model.parameters()))
     finally:
         dist.destroy_process_group()

@@ -15,14 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.unit.inspector.fake_store import (
-    XSS_LOG,
-    XSS_MESSAGE,
-    XSS_TOOL,
-    build_store,
-    mark_batch_baseline,
-    mark_collapse_recovery,
-)
+from tests.unit.inspector.fake_store import XSS_LOG, XSS_MESSAGE, XSS_TOOL, build_store, mark_collapse_recovery
 
 pytestmark = pytest.mark.browser
 CHROMIUM = "/usr/bin/chromium"
@@ -274,20 +267,6 @@ def test_reward_arithmetic_and_group_baseline(page):
     page.goto("/runs/toy-run/rollouts/eval-2-0")
     expect(page.locator(".reward-card")).to_be_visible()
     assert page.locator("[data-part=baseline]").count() == 0  # eval rollouts have no advantage
-
-
-def test_a_group_trained_against_the_steps_mean_shows_that_baseline(browser, tmp_path):
-    run_dir = build_store(tmp_path / "toy-run")
-    mark_batch_baseline(run_dir)
-    for url in serve([run_dir]):
-        context, page = new_page(browser, url)
-        page.goto("/runs/toy-run/rollouts/train-2-7")
-        baseline = page.locator(".reward-card [data-part=baseline]")
-        sync_api.expect(baseline).to_contain_text("the step's mean reward = 1.5")
-        sync_api.expect(baseline).to_contain_text("trained against the step's mean reward instead "
-                                                  "(unanimous_groups = \"batch_baseline\"): advantage = 2 − 1.5 = 0.5")
-        assert "differs from the recomputed" not in baseline.inner_text()
-        context.close()
 
 
 def test_siblings_show_replies_and_compare_by_keyboard(page):

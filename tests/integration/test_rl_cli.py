@@ -233,35 +233,6 @@ def test_rl_solved_reward_counts_groups_at_it_as_solved(tmp_path):
     assert out.count(warning) == 1 and warning in (run / "logs" / "orchestrator.log").read_text()
 
 
-def test_rl_trains_unanimous_groups_against_the_steps_mean_reward(tmp_path):
-    """`orchestrator.unanimous_groups = "batch_baseline"` through `looprl rl`: every reply to an example gets its
-    level (`LevelEnv`, 0 or 1), so no group has signal against its own mean, as under a policy giving one answer
-    to every question. Each step trains them against its mean instead: every train rollout is stored with
-    reward minus that mean (the step's `advantage/step_mean`, normalised by its std), the ledger says why, the
-    metrics count the groups (`groups_against_batch`) and the collapse watch still sees them as without signal."""
-    run = tmp_path / "run"
-    path = write_rl_config(tmp_path / "rl.toml", model=build_tiny_model(tmp_path / "tiny"),
-                           data=write_levels(tmp_path / "data"), run=run, max_steps=3,
-                           overrides={"env": {"source": "tests/support/rl_env.py:LevelEnv"},
-                                      "orchestrator": {"unanimous_groups": "batch_baseline", "collapse": {
-                                          "method": "off"}, "eval": {"num_examples": 0}}})
-    looprl("rl", "@", str(path))
-    rows = [json.loads(line) for line in looprl("metrics", str(run), "--json").stdout.splitlines()]
-    assert all(r["groups_skipped"] == 2.0 for r in rows)  # the watch's count: no group had signal of its own
-    with closing(sqlite3.connect(run / "looprl.db")) as db:
-        trained = db.execute("SELECT step, reward, advantage FROM rollouts WHERE split='train'").fetchall()
-        reasons = {r for (r,) in db.execute("SELECT reason FROM ledger WHERE outcome='trained'")}
-    by_step = {r["step"]: (r["advantage/step_mean"], r["advantage/step_std"], r["groups_against_batch"]) for r in rows}
-    for step, reward, advantage in trained:
-        mean, std, against = by_step[step]
-        if std:  # a step whose two groups drew different levels trains them both
-            assert against == 2.0 and abs(advantage - (reward - mean) / (std + 1e-6)) < 1e-6
-        else:
-            assert against == 0.0 and advantage is None
-    assert any(advantage is not None for *_, advantage in trained)
-    assert reasons == {"every reward alike: trained against the step's mean reward (unanimous_groups)"}
-
-
 def test_rl_collapse_recovery_rolls_back_at_a_lower_learning_rate(tmp_path):
     """`[orchestrator.collapse] method = "rollback"` through `looprl rl`: no group ever has signal while the
     rewards differ between examples (`LevelEnv`), so the watch fires at step 3 and, no step having explored,

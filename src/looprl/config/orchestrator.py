@@ -153,13 +153,6 @@ class OrchestratorConfig(Strict):
     successes are rare it weighs the one right reply of a group far above the usual spread: on
     `examples/two_digit` it halved the steps to every reward level; false gives Dr. GRPO's
     unscaled advantages (docs/benchmarks.md)."""
-    unanimous_groups: Literal["skip", "batch_baseline"] = "skip"
-    """A group whose rollouts all got the same reward has no signal against its own mean. `skip` (GRPO's rule):
-    it stays out of the batch. `batch_baseline`: it trains against the step's mean reward (each reward minus the
-    mean of every counted reward of the step, over their std with `normalize_std`), as a REINFORCE baseline
-    would; its siblings still count as a group without signal for the collapse watch. Meant for a policy that
-    gives one answer to every question: each group is unanimous, and only against the step does it say which
-    questions that answer is wrong for (docs/training.md, 'Unanimous groups')."""
     dynamic_sampling: DynamicSampling | None = None
     """`[orchestrator.dynamic_sampling]`: replace groups without signal by new ones (DAPO); None (the
     default): such groups are skipped and the step trains on the rest."""

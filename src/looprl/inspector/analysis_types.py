@@ -44,9 +44,6 @@ class GroupBaseline(BaseModel):
     """No counted rollout has a non-zero advantage: the group carried no signal and was left out of the batch."""
     advantage: float | None
     """(reward - mean), divided by (std + eps) when `normalize_std`; None when the rollout was not trained."""
-    against_step: bool = False
-    """Every counted reward alike, trained against the step's mean reward (`unanimous_groups = "batch_baseline"`):
-    `mean` and `std` are then the step's (its `advantage/step_mean` and `advantage/step_std` metrics)."""
 
 
 class RewardExplanation(BaseModel):

@@ -32,12 +32,6 @@ def group_members(conn: sqlite3.Connection, group_id: str) -> list[tuple[str, st
                         "ORDER BY rowid", (group_id,)).fetchall()
 
 
-def step_metrics(conn: sqlite3.Connection, run_id: str, step: int) -> dict[str, float]:
-    """One stored step's metrics (empty when the step is not stored yet)."""
-    row = conn.execute("SELECT metrics FROM steps WHERE run_id=? AND step=?", (run_id, step)).fetchone()
-    return {} if row is None else json.loads(row[0])
-
-
 def final_replies(conn: sqlite3.Connection, group_id: str, chars: int = 240) -> dict[str, str]:
     """The start of each group member's last assistant message (its final reply)."""
     out = {}

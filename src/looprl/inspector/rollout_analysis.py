@@ -26,7 +26,7 @@ from looprl.inspector.analysis_types import (
 from looprl.inspector.api import run_ref
 from looprl.inspector.catalog import RunRef
 from looprl.inspector.tokens import TokenDecoder
-from looprl.session.advantages import EPS, StepBaseline, against_batch, group_advantages
+from looprl.session.advantages import EPS, group_advantages
 from looprl.session.rewards import mean_std, run_reward_rule
 from looprl.store.records import ModelCall
 
@@ -52,36 +52,27 @@ def explain(rollout_id: str, ref: RunRef = Depends(run_ref)) -> RewardExplanatio
         row = head(conn, ref, rollout_id)
         kind, _, config = queries.run_config(conn, ref.run_id)
         members = queries.group_members(conn, row["group_id"]) if kind == "rl" and row["split"] == "train" else []
-        rule = run_reward_rule(kind, config)
-        step = queries.step_metrics(conn, ref.run_id, row["step"]) \
-            if members and rule.unanimous_groups == "batch_baseline" else {}
+    rule = run_reward_rule(kind, config)
     weights = dict(rule.reward_weights)
     terms = [RewardTerm(name=k, value=v, weight=weights.get(k, 1.0), contribution=weights.get(k, 1.0) * v)
              for k, v in row["rewards"].items()]
     return RewardExplanation(weights=weights, weights_configured=bool(weights), terms=terms, total=row["reward"],
-                             baseline=baseline(row, members, rule, step) if members else None)
+                             baseline=baseline(row, members, rule) if members else None)
 
 
 def baseline(row: dict[str, Any], members: list[tuple[str, str, float | None, float | None]],
-             rule: OrchestratorConfig, step: dict[str, float]) -> GroupBaseline:
-    """The group's rewards as stored (failures already 0 under `include_failed`), through `group_advantages`; a
-    unanimous group that trained (`unanimous_groups = "batch_baseline"`) against the baseline in `step`, the
-    step's metrics."""
+             rule: OrchestratorConfig) -> GroupBaseline:
+    """The group's rewards as stored (failures already 0 under `include_failed`), through `group_advantages`."""
     normalize, include_failed = rule.normalize_std, rule.include_failed
     rewards = [reward for _, _, reward, _ in members]
     adv = group_advantages(rewards, normalize)
     mean, std = mean_std([r for r in rewards if r is not None])
-    trained = any(stored is not None for *_, stored in members)
-    if adv.skipped and trained and "advantage/step_mean" in step:
-        mean, std = step["advantage/step_mean"], step["advantage/step_std"]
-        adv = against_batch(adv, StepBaseline(mean, std), normalize)
     mine = next(a for (rid, *_), a in zip(members, adv.advantages) if rid == row["rollout_id"])
     return GroupBaseline(
         members=[BaselineMember(rollout_id=rid, reward=reward, counted=reward is not None, advantage=stored)
                  for rid, _, reward, stored in members],
         mean=None if math.isnan(mean) else mean, std=None if math.isnan(std) else std, normalize_std=normalize,
-        include_failed=include_failed, eps=EPS, skipped=adv.skipped, advantage=None if adv.skipped else mine,
-        against_step=adv.against_batch)
+        include_failed=include_failed, eps=EPS, skipped=adv.skipped, advantage=None if adv.skipped else mine)
 
 
 @router.get("/runs/{run_id}/rollouts/{rollout_id}/tokens", response_model=TokenView)

@@ -53,8 +53,7 @@ def outcome(adv: GroupAdvantages, results: Sequence[RolloutResult], trained: boo
         failed = sum(not r.scored for r in results)
         return "failed", f"{failed} of {len(results)} rollouts failed: {', '.join(reasons)}"
     if trained:
-        return "trained", ("every reward alike: trained against the step's mean reward (unanimous_groups)"
-                           if adv.against_batch else None)
+        return "trained", None
     why = ("no signal" if adv.skipped else
            "collapse recovery rolled the weights back at this step" if rolled_back else "no trainable model calls")
     return ("filtered" if filtered else "skipped"), why

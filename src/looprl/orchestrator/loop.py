@@ -59,7 +59,7 @@ from looprl.orchestrator.training_samples import build_samples, loss_calls, per_
 from looprl.orchestrator.weight_sync import WeightSync
 from looprl.paths import batch_path, progress_path, rollout_metrics_path, trainer_report_path
 from looprl.session import Group, RolloutSession
-from looprl.session.advantages import GroupAdvantages, batch_advantages, step_baseline
+from looprl.session.advantages import GroupAdvantages, batch_advantages
 from looprl.session.collapse import ExplorationWatch
 from looprl.session.collapse_recovery import CollapseRecovery, explored
 from looprl.session.rewards import UnusedWeights, mark_zero_filled
@@ -200,8 +200,6 @@ class Orchestrator:
         results = [[r for r, _ in group] for group in groups]
         self.unused_weights.check(step, [r for group in results for r in group])
         advantages = batch_advantages(results, ocfg)
-        if ocfg.unanimous_groups == "batch_baseline" and (baseline := step_baseline(advantages)):
-            metrics["advantage/step_mean"], metrics["advantage/step_std"] = baseline.mean, baseline.std
 
         watched, has_signal = self.watch(step, groups, advantages)
         metrics.update(watched)
@@ -256,9 +254,8 @@ class Orchestrator:
         """The step's counts of groups without signal, the collapse warning when the watch fires, and collapse
         recovery's decision (before the batch is built: a rollback step trains nothing); with whether most of
         the step's groups had signal (`explored`: the trainer keeps the weights of such steps to go back to)."""
-        metrics = {"groups_skipped": float(sum(a.unanimous for a in advantages)),
-                   "groups_failed": float(sum(a.failed for a in advantages)), "groups_sampled": float(len(groups)),
-                   "groups_against_batch": float(sum(a.against_batch for a in advantages))}
+        metrics = {"groups_skipped": float(sum(a.skipped and not a.failed for a in advantages)),
+                   "groups_failed": float(sum(a.failed for a in advantages)), "groups_sampled": float(len(groups))}
         metrics["groups_kept"] = metrics["groups_sampled"] - metrics["groups_skipped"] - metrics["groups_failed"]
         metrics["no_signal_frac"] = metrics["groups_skipped"] / max(len(groups), 1)
         solved = self.exploration.solved(advantages)
@@ -268,7 +265,7 @@ class Orchestrator:
         stuck = int(metrics["groups_skipped"]) - solved
         fired = self.exploration.observe(step, len(groups), stuck)
         if fired:
-            example = next((g[0][0].rollout_id for g, a in zip(groups, advantages) if a.unanimous and g), None)
+            example = next((g[0][0].rollout_id for g, a in zip(groups, advantages) if a.skipped and g), None)
             get_logger().warning(self.exploration.warning(
                 step, len(groups), stuck,
                 example and f"{example}: {inspector_link(self.run_dir, self.session.run_id, example)}"))

@@ -4,12 +4,10 @@ Metric names (the JSON object stored per step, `looprl metrics` prints them):
 
 - `reward`, `reward_std`, `reward/<component>`, `reward/<component>_std`: over scored rollouts,
   components zero-filled across the batch; `pass_rate`: share of scored rollouts with reward > 0.
-- `rollouts`, `failed`, `termination/<reason>`; `groups_skipped` (every reward alike: no signal of their own,
-  out of the batch unless `unanimous_groups = "batch_baseline"` trains them against the step, counted then in
-  `groups_against_batch`, with the step's `advantage/step_mean` and `advantage/step_std`);
+- `rollouts`, `failed`, `termination/<reason>`; `groups_skipped` (zero advantage, out of the batch);
   `groups_failed` (out of the batch for failed rollouts: all of them, or one with `failed_group = "drop"`).
 - `groups_sampled` (fresh groups that landed for the step: more than `batch_size / group_size` with
-  dynamic sampling), `groups_kept` (those with a learning signal of their own, not failed), `no_signal_frac`
+  dynamic sampling), `groups_kept` (those trained: with a learning signal, not failed), `no_signal_frac`
   (`groups_skipped / groups_sampled`: near 1 for steps in a row means the policy stopped exploring),
   `groups_solved` (skipped groups that say the task is solved: `session.collapse`).
 - `groups_dropped`, `rollouts_dropped`: groups that started on weights more than

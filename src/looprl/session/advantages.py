@@ -10,19 +10,12 @@ of the loss (advantage None); with `include_failed` they count as reward 0.
 
 A group whose advantages are all zero (every rollout scored alike, or a single scored rollout) has
 no learning signal: it is marked `skipped`, so the orchestrator can leave it out of the batch and
-count it. With `unanimous_groups = "batch_baseline"` such a group trains against the step instead: each
-rollout's reward minus the mean of all the step's counted rewards (over their std + `EPS` with
-`normalize_std`), marked `against_batch`. A policy that gives one answer to every question (a collapse)
-makes every group unanimous, right on some questions and wrong on others: against its own mean each group
-says nothing, against the step's it says which questions the answer was wrong for.
-
-A group whose rollouts all failed, or any of them under `failed_group = "drop"`, is out of
+count it. A group whose rollouts all failed, or any of them under `failed_group = "drop"`, is out of
 the batch for its failures: every advantage None, `skipped` and `failed`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,15 +37,6 @@ class GroupAdvantages:
     """True when no rollout of the group has a non-zero advantage."""
     failed: bool = False
     """True when the group is out for its failed rollouts (all of them, or one under `failed_group = "drop"`)."""
-    against_batch: bool = False
-    """True when the group had no signal against its own mean and its advantages are against the step's mean
-    reward (`unanimous_groups = "batch_baseline"`)."""
-
-    @property
-    def unanimous(self) -> bool:
-        """No signal within the group (every counted reward alike), whether or not it trains against the step:
-        what the collapse watch counts."""
-        return (self.skipped or self.against_batch) and not self.failed
 
 
 def group_advantages(rewards: Sequence[float | None], normalize_std: bool) -> GroupAdvantages:
@@ -66,32 +50,8 @@ def group_advantages(rewards: Sequence[float | None], normalize_std: bool) -> Gr
     return GroupAdvantages(list(rewards), advantages, skipped)
 
 
-@dataclass(frozen=True)
-class StepBaseline:
-    """The mean and std of a step's counted rewards, every group's (`unanimous_groups = "batch_baseline"`)."""
-
-    mean: float
-    std: float
-
-
-def against_batch(adv: GroupAdvantages, baseline: StepBaseline, normalize_std: bool) -> GroupAdvantages:
-    """A unanimous group's advantages against the step's mean reward (still `skipped` if that is the group's)."""
-    scale = baseline.std + EPS if normalize_std else 1.0
-    advantages = [None if r is None else (r - baseline.mean) / scale for r in adv.rewards]
-    if all(a is None or abs(a) < ZERO for a in advantages):
-        return adv
-    return GroupAdvantages(adv.rewards, advantages, skipped=False, against_batch=True)
-
-
-def step_baseline(groups: Sequence[GroupAdvantages]) -> StepBaseline | None:
-    """The step's baseline over the groups not out for their failures (None: no counted reward)."""
-    mean, std = mean_std([r for g in groups if not g.failed for r in g.rewards if r is not None])
-    return None if math.isnan(mean) else StepBaseline(mean, std)
-
-
 def batch_advantages(groups: Sequence[Sequence[RolloutResult]], rule: OrchestratorConfig) -> list[GroupAdvantages]:
-    """`group_advantages` of every group of a step, from the rollouts' reward components, by the run's rule
-    (`unanimous_groups = "batch_baseline"`: the unanimous ones against the step's mean, `against_batch`)."""
+    """`group_advantages` of every group of a step, from the rollouts' reward components, by the run's rule."""
     out = []
     for group in groups:
         adv = group_advantages([rollout_reward(r, rule.reward_weights, rule.include_failed) for r in group],
@@ -100,7 +60,4 @@ def batch_advantages(groups: Sequence[Sequence[RolloutResult]], rule: Orchestrat
         if failures and (failures == len(group) or rule.failed_group == "drop"):
             adv = GroupAdvantages(adv.rewards, [None] * len(group), skipped=True, failed=True)
         out.append(adv)
-    baseline = step_baseline(out) if rule.unanimous_groups == "batch_baseline" else None
-    if baseline is None:
-        return out
-    return [against_batch(a, baseline, rule.normalize_std) if a.skipped and not a.failed else a for a in out]
+    return out

@@ -53,7 +53,7 @@ class ExplorationWatch:
         self.best, self.worst = max([self.best, *rewards]), min([self.worst, *rewards])
         known = self.solved_reward is not None
         top = self.solved_reward if self.solved_reward is not None else self.best
-        skipped = [a for a in advantages if a.unanimous]
+        skipped = [a for a in advantages if a.skipped]
         at_top = [a for a in skipped if a.rewards and all(r is not None and r >= top for r in a.rewards)]
         return len(at_top) if (known or self.best > self.worst) and len(at_top) == len(skipped) else 0
 

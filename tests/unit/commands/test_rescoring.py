@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from looprl.commands.rescore.rescoring import rescore, stepwise_advantages
+from looprl.commands.rescore.rescoring import rescore
 from looprl.commands.stored import prompt_messages, reward_settings, stored_example
 from looprl.config import OrchestratorConfig
 from looprl.envs import BaseEnv, Dataset
@@ -82,19 +82,6 @@ async def test_weights_failures_and_hook_errors():
     assert group["c"].rescored and group["c"].after.scored  # its reward hook failed before: scored again
     assert group["d"].after is group["d"].before and not group["d"].rescored and not group["d"].changed
     assert {group["a"].reward, group["c"].reward} == {1.5, 1.0}  # `shortest` weighs 0.5 (ties: the first)
-
-
-def test_unanimous_groups_are_baselined_against_their_own_step():
-    """`unanimous_groups = "batch_baseline"`: each step's groups are a batch of their own, as the run trained them
-    (step 1: one all-right and one all-wrong group, mean 0.5; step 2: every reward alike, nothing to train)."""
-    def group(gid: str, step: int, correct: float) -> list[RolloutRecord]:
-        return [record(f"{gid}{k}", gid, "4").model_copy(update={"step": step, "rewards": {"correct": correct}})
-                for k in range(2)]
-
-    groups = [group("a", 1, 1.0), group("b", 2, 1.0), group("c", 1, 0.0), group("d", 2, 1.0)]
-    out = stepwise_advantages(groups, OrchestratorConfig(normalize_std=False, unanimous_groups="batch_baseline"))
-    assert [a.advantages for a in out] == [[0.5, 0.5], [0.0, 0.0], [-0.5, -0.5], [0.0, 0.0]]
-    assert [a.skipped for a in out] == [False, True, False, True]
 
 
 def test_the_example_is_rebuilt_from_the_row():

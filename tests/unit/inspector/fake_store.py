@@ -99,14 +99,3 @@ def mark_collapse_recovery(run_dir: Path) -> None:
         for step, metrics in stored.items():
             db.execute("UPDATE steps SET metrics=? WHERE step=?",
                        (json.dumps({"groups_sampled": 4, "groups_skipped": 4 if step < 2 else 1, **metrics}), step))
-
-
-def mark_batch_baseline(run_dir: Path) -> None:
-    """The run as `orchestrator.unanimous_groups = "batch_baseline"` (no std scaling) stores it: step 2's train group,
-    one failure and one counted reward of 2, has no signal of its own and trained against the step's mean 1.5."""
-    with sqlite3.connect(run_dir / "looprl.db") as db:
-        db.execute("UPDATE runs SET config=?", (json.dumps({"orchestrator": {
-            "normalize_std": False, "unanimous_groups": "batch_baseline"}}),))
-        db.execute("UPDATE steps SET metrics=? WHERE step=2", (json.dumps(
-            {"reward": 1.7, "advantage/step_mean": 1.5, "advantage/step_std": 0.5}),))
-        db.execute("UPDATE rollouts SET advantage=0.5 WHERE rollout_id='train-2-7'")

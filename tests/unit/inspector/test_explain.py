@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 from fastapi.testclient import TestClient
-from tests.unit.inspector.fake_store import mark_batch_baseline, mark_collapse_recovery
+from tests.unit.inspector.fake_store import mark_collapse_recovery
 
 from looprl.inspector.app import create_app
 from looprl.store.ledger import LedgerEntry
@@ -36,16 +36,6 @@ def test_weights_and_std_from_the_run_config(run_dir):
     assert {t["name"]: t["contribution"] for t in ex["terms"]} == {"correct": 1.0, "format": 1.0}
     assert ex["weights_configured"] and ex["baseline"]["normalize_std"]
     assert abs(ex["baseline"]["advantage"] - 0.75 / (0.75 + 1e-6)) < 1e-9
-
-
-def test_a_unanimous_group_trained_against_the_step_is_explained_by_the_steps_mean(run_dir):
-    mark_batch_baseline(run_dir)
-    with TestClient(create_app([run_dir]), base_url="http://127.0.0.1:8765") as c:
-        b = c.get(f"{API}/rollouts/train-2-7/explain").json()["baseline"]  # its one counted sibling: no own signal
-        untrained = c.get(f"{API}/rollouts/train-0-2/explain").json()["baseline"]  # stored without an advantage
-    assert b["against_step"] and not b["skipped"] and b["mean"] == 1.5 and b["std"] == 0.5
-    assert b["advantage"] == 0.5
-    assert untrained["skipped"] and not untrained["against_step"]
 
 
 def test_tokens_loss_mask_and_missing_trainer_logprobs(client):

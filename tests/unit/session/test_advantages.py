@@ -4,7 +4,7 @@ import pytest
 
 from looprl.config import OrchestratorConfig
 from looprl.envs.types import RolloutResult
-from looprl.session.advantages import batch_advantages, group_advantages, step_baseline
+from looprl.session.advantages import batch_advantages, group_advantages
 from looprl.session.rewards import component_names, reward_stats, rollout_reward, zero_filled
 
 MEAN_ONLY = OrchestratorConfig(normalize_std=False)
@@ -43,41 +43,6 @@ def test_failed_rollouts_can_count_as_zero():
     [out] = batch_advantages([group], OrchestratorConfig(include_failed=True, normalize_std=False))
     assert out.rewards == [1.0, 1.0, 0.0]
     assert out.advantages == pytest.approx([1 / 3, 1 / 3, -2 / 3])
-
-
-def _group(gid: str, *correct: float) -> list[RolloutResult]:
-    return [_result(f"{gid}{k}", {"correct": c}) for k, c in enumerate(correct)]
-
-
-BATCH_BASELINE = OrchestratorConfig(normalize_std=False, unanimous_groups="batch_baseline")
-
-
-def test_unanimous_groups_train_against_the_steps_mean_reward():
-    """One answer to every question: each group is all right or all wrong, no signal against its own mean; against
-    the step's mean (0.5) the wrong ones are pushed down and the right ones up. A group with signal keeps its own."""
-    right, wrong, mixed = _group("a", 1, 1), _group("b", 0, 0), _group("c", 1, 0)
-    out = batch_advantages([right, wrong, mixed], BATCH_BASELINE)
-    assert [a.advantages for a in out] == [[0.5, 0.5], [-0.5, -0.5], [0.5, -0.5]]
-    assert [a.against_batch for a in out] == [True, True, False] and not any(a.skipped for a in out)
-    assert [a.unanimous for a in out] == [True, True, False]  # the collapse watch still counts them
-    assert batch_advantages([right, wrong, mixed], MEAN_ONLY)[0].skipped  # the default: GRPO's rule
-
-
-def test_a_step_where_every_reward_is_alike_stays_without_signal():
-    out = batch_advantages([_group("a", 1, 1), _group("b", 1, 1)], BATCH_BASELINE)  # solved: nothing to learn
-    assert all(a.skipped and not a.against_batch and a.unanimous for a in out)
-    [one] = batch_advantages([_group("a", 0, 0)], BATCH_BASELINE)  # dynamic sampling asks of one group alone
-    assert one.skipped
-
-
-def test_the_steps_baseline_leaves_failed_groups_out_and_scales_by_its_std():
-    failed = [_result("f0", {}, reason="timeout"), _result("f1", {}, reason="timeout")]
-    groups = [_group("a", 1, 1), _group("b", 0, 0), _group("c", 0, 0), failed]
-    baseline = step_baseline(batch_advantages(groups, BATCH_BASELINE))
-    assert baseline is not None and baseline.mean == pytest.approx(1 / 3)
-    out = batch_advantages(groups, OrchestratorConfig(unanimous_groups="batch_baseline"))
-    assert out[0].advantages == pytest.approx([(1 - 1 / 3) / (baseline.std + 1e-6)] * 2)
-    assert out[3].failed and out[3].advantages == [None, None] and not out[3].unanimous
 
 
 def test_component_weights_and_zero_fill():

@@ -145,7 +145,7 @@ def _counts(console: Console, items: list[Rescored], groups: list[list[Rescored]
             settings: OrchestratorConfig) -> None:
     from collections import Counter
 
-    from looprl.commands.rescore.rescoring import stepwise_advantages
+    from looprl.session.advantages import batch_advantages
 
     changed = sum(i.changed for i in items)
     console.print(f"rollouts whose total changed: {changed} of {len(items)}")
@@ -157,7 +157,7 @@ def _counts(console: Console, items: list[Rescored], groups: list[list[Rescored]
     if kept:
         console.print("not re-scored (failed before scoring): "
                       + markup_safe(", ".join(f"{r} {n}" for r, n in kept.items())), style="dim")
-    old = stepwise_advantages([[i.before for i in g] for g in groups], settings)
+    old = batch_advantages([[i.before for i in g] for g in groups], settings)
     new_signal = sum(any(i.advantage for i in g) for g in groups)
     console.print(f"groups with a learning signal (a non-zero advantage): {sum(not a.skipped for a in old)} → "
                   f"{new_signal} of {len(groups)}")

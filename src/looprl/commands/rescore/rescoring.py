@@ -27,7 +27,7 @@ from looprl.envs.rollout import BaseRollout
 from looprl.envs.runtime_api import rollout_from_result, score_group, score_rollout
 from looprl.envs.types import Example, GroupRequest, LogRecordData
 from looprl.envserver.capture import LogLimits, close_capture, open_capture
-from looprl.session.advantages import GroupAdvantages, batch_advantages
+from looprl.session.advantages import batch_advantages
 from looprl.store.records import RolloutRecord
 
 RESCORABLE_FAILURES = frozenset({"reward_error", "group_reward_error"})
@@ -75,25 +75,11 @@ async def rescore(env: BaseEnv | OfflineScoring, records: list[RolloutRecord], s
             return await _rescore_group(env, group, limits)
 
     rescored = await asyncio.gather(*(one(g) for g in groups.values()))
-    advantages = stepwise_advantages([[r.after for r in group] for group in rescored], settings)
+    advantages = batch_advantages([[r.after for r in group] for group in rescored], settings)
     for group, adv in zip(rescored, advantages):
         for item, reward, advantage in zip(group, adv.rewards, adv.advantages):
             item.reward, item.advantage = reward, None if adv.skipped else advantage
     return rescored
-
-
-def stepwise_advantages(groups: list[list[RolloutRecord]], settings: OrchestratorConfig) -> list[GroupAdvantages]:
-    """`batch_advantages` of each step's groups apart, in the order given: the step is the batch that
-    `unanimous_groups = "batch_baseline"` takes its baseline over (here over that step's groups re-scored
-    together: a group re-scored alone, `--rollout`, is its own step's only one, so a unanimous group shows no
-    signal)."""
-    by_step: dict[int | None, list[int]] = {}
-    for i, group in enumerate(groups):
-        by_step.setdefault(group[0].step if group else None, []).append(i)
-    out: dict[int, GroupAdvantages] = {}
-    for members in by_step.values():
-        out.update(zip(members, batch_advantages([groups[i] for i in members], settings)))
-    return [out[i] for i in range(len(groups))]
 
 
 async def _rescore_group(env: BaseEnv | OfflineScoring, records: list[RolloutRecord],

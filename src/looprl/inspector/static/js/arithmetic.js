@@ -30,7 +30,6 @@ function baselineBlock(d, b) {
   let how;
   if (b.skipped) how = "Every counted reward equals the mean: all advantages are 0, so the group carried no signal and was left out of the batch (advantage —).";
   else if (r === null) how = "This rollout failed and failures are not counted: no advantage, not trained.";
-  else if (b.against_step) how = `Every counted reward equals the group's mean, so the group was trained against the step's mean reward instead (unanimous_groups = "batch_baseline"): advantage = ${b.normalize_std ? `(${num(r, 4)} − ${num(b.mean, 4)}) / (${num(b.std, 4)} + ${b.eps})` : `${num(r, 4)} − ${num(b.mean, 4)}`} = ${num(b.advantage, 4)}`;
   else if (b.normalize_std) how = `advantage = (reward − mean) / (std + ε) = (${num(r, 4)} − ${num(b.mean, 4)}) / (${num(b.std, 4)} + ${b.eps}) = ${num(b.advantage, 4)}`;
   else how = `advantage = reward − mean = ${num(r, 4)} − ${num(b.mean, 4)} = ${num(b.advantage, 4)}`;
   const mismatch = !b.skipped && r !== null && d.advantage !== null && Math.abs(d.advantage - b.advantage) > 1e-6;
@@ -39,10 +38,10 @@ function baselineBlock(d, b) {
     h("table", { class: "table compact" }, h("thead", {}, h("tr", {}, ["Sibling", "Reward", "Adv."].map((t) => h("th", { text: t })))),
       h("tbody", {}, members)),
     h("div", { class: "formula" },
-      h("div", {}, b.against_step ? "the step's mean reward = " : `mean of ${b.members.filter((m) => m.counted).length} counted rewards = `, h("b", { text: num(b.mean, 4) }),
+      h("div", {}, `mean of ${b.members.filter((m) => m.counted).length} counted rewards = `, h("b", { text: num(b.mean, 4) }),
         b.normalize_std ? [", std = ", h("b", { text: num(b.std, 4) })] : null),
       h("div", { class: "mono small", text: how }),
-      h("div", { class: "muted small", text: `${b.include_failed ? "failures count as reward 0" : "failures stay out of the baseline"}; ${b.normalize_std ? `divided by the ${b.against_step ? "step" : "group"}'s std (normalize_std)` : "not divided by the std (normalize_std off)"}` }),
+      h("div", { class: "muted small", text: `${b.include_failed ? "failures count as reward 0" : "failures stay out of the baseline"}; ${b.normalize_std ? "divided by the group's std (normalize_std)" : "not divided by the std (normalize_std off)"}` }),
       mismatch ? h("div", { class: "note warn", text: `stored advantage ${num(d.advantage, 4)} differs from the recomputed one` }) : null));
 }
 

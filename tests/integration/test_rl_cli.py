@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
@@ -45,6 +46,21 @@ def store_steps(run: Path) -> tuple[list[int], list[tuple[int, int]]]:
         dropped = dict(db.execute("SELECT step, json_extract(metrics, '$.rollouts_dropped') FROM steps"))
     # rollouts dropped as too far off-policy are stored at the step that dropped them
     return steps, [(step, count - int(dropped.get(step) or 0)) for step, count in rollouts]
+
+
+def metric_rows(run: Path) -> list[dict]:
+    """`looprl metrics RUN --json`: each stored step's metrics."""
+    return [json.loads(line) for line in looprl("metrics", str(run), "--json").stdout.splitlines()]
+
+
+def level_config(tmp_path: Path, run: Path, max_steps: int, collapse: dict,
+                 level: Callable[[int], float] = lambda i: i % 2) -> Path:
+    """A tiny run of `LevelEnv` (every reply to an example gets its level: no group ever has signal), no evals,
+    with `[orchestrator.collapse]` set to `collapse`."""
+    return write_rl_config(tmp_path / "rl.toml", model=build_tiny_model(tmp_path / "tiny"),
+                           data=write_levels(tmp_path / "data", level=level), run=run, max_steps=max_steps,
+                           overrides={"env": {"source": "tests/support/rl_env.py:LevelEnv"},
+                                      "orchestrator": {"collapse": collapse, "eval": {"num_examples": 0}}})
 
 
 def check_trainer_logprobs(run: Path) -> None:
@@ -115,7 +131,7 @@ def test_rl_runs_checkpoints_and_resumes(tmp_path):
     check_trainer_logprobs(run)
     check_tracker(tmp_path / "tb", run)
 
-    rows = [json.loads(line) for line in looprl("metrics", str(run), "--json").stdout.splitlines()]
+    rows = metric_rows(run)
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert all("reward" in r and "train/loss" in r and "train/mismatch_kl" in r for r in rows)
     assert all(0 <= r["train/broadcast_time_s"] < 1 for r in rows)
@@ -170,7 +186,7 @@ def test_rl_collapse_recovery_reports_a_task_without_signal(tmp_path):
         "[orchestrator.sampling]\ntemperature = 0.0\n")
     path.write_text(text.replace("interval = 2\nnum_examples = 2", "num_examples = 0"))
     out = looprl("rl", "@", str(path)).stdout
-    rows = [json.loads(line) for line in looprl("metrics", str(tmp_path / "run"), "--json").stdout.splitlines()]
+    rows = metric_rows(tmp_path / "run")
     assert [r["collapse/temperature"] for r in rows] == [0.0] * 4
     assert [r["step"] for r in rows if r.get("collapse/unlearnable")] == [3]
     assert not any("collapse/raise" in r for r in rows)
@@ -191,11 +207,7 @@ def test_rl_collapse_recovery_escalates_from_the_temperature_to_a_rollback(tmp_p
     from looprl.inspector.app import create_app
 
     run = tmp_path / "run"
-    path = write_rl_config(tmp_path / "rl.toml", model=build_tiny_model(tmp_path / "tiny"),
-                           data=write_levels(tmp_path / "data"), run=run, max_steps=5, overrides={
-                               "env": {"source": "tests/support/rl_env.py:LevelEnv"},
-                               "orchestrator": {"collapse": {"max_attempts": 1, "escalate": True},
-                                                "eval": {"num_examples": 0}}})
+    path = level_config(tmp_path, run, 5, {"max_attempts": 1, "escalate": True})
     out = looprl("rl", "@", str(path)).stdout
     line = ("collapse recovery: 2 of 2 groups at step 4 without signal, policy not exploring; the raised temperature "
             "brought no signal back, so sampling is back at the configured temperature, and from now on rollbacks; "
@@ -203,7 +215,7 @@ def test_rl_collapse_recovery_escalates_from_the_temperature_to_a_rollback(tmp_p
             "learning rate x1 -> x0.5 (rollback 1)")
     assert line in out and line in (run / "logs" / "orchestrator.log").read_text()
     assert "step 4: collapse recovery, weights back to the last kept" in (run / "logs" / "trainer.log").read_text()
-    rows = [json.loads(row) for row in looprl("metrics", str(run), "--json").stdout.splitlines()]
+    rows = metric_rows(run)
     assert [r["collapse/temperature"] for r in rows] == [1.0, 1.0, 1.25, 1.0, 1.0]
     assert [r.get("collapse/lr_scale") for r in rows] == [None, None, None, 0.5, 0.5]
     assert [r["train/lr"] for r in rows] == [1e-3, 1e-3, 1e-3, 5e-4, 5e-4]
@@ -219,13 +231,9 @@ def test_rl_solved_reward_counts_groups_at_it_as_solved(tmp_path):
     below it is a solved task: every group counted in `groups_solved`, no collapse warning, no intervention; and
     a rollout above it (0.5 > 0.25) is warned of once, as a setting lower than the task's maximum."""
     run = tmp_path / "run"
-    path = write_rl_config(tmp_path / "rl.toml", model=build_tiny_model(tmp_path / "tiny"),
-                           data=write_levels(tmp_path / "data", level=lambda i: 0.5), run=run, max_steps=4,
-                           overrides={"env": {"source": "tests/support/rl_env.py:LevelEnv"},
-                                      "orchestrator": {"collapse": {"solved_reward": 0.25},
-                                                       "eval": {"num_examples": 0}}})
+    path = level_config(tmp_path, run, 4, {"solved_reward": 0.25}, level=lambda i: 0.5)
     out = looprl("rl", "@", str(path)).stdout
-    rows = [json.loads(line) for line in looprl("metrics", str(run), "--json").stdout.splitlines()]
+    rows = metric_rows(run)
     assert [(r["groups_skipped"], r["groups_solved"]) for r in rows] == [(2.0, 2.0)] * 4
     assert not any(k in r for r in rows for k in ("collapse/raise", "collapse/unlearnable"))
     assert "stopped exploring" not in out
@@ -244,18 +252,14 @@ def test_rl_collapse_recovery_rolls_back_at_a_lower_learning_rate(tmp_path):
     from looprl.inspector.app import create_app
 
     run = tmp_path / "run"
-    path = write_rl_config(tmp_path / "rl.toml", model=build_tiny_model(tmp_path / "tiny"),
-                           data=write_levels(tmp_path / "data"), run=run, max_steps=4, overrides={
-                               "env": {"source": "tests/support/rl_env.py:LevelEnv"},
-                               "orchestrator": {"collapse": {"method": "rollback", "lr_factor": 0.5},
-                                                "eval": {"num_examples": 0}}})
+    path = level_config(tmp_path, run, 4, {"method": "rollback", "lr_factor": 0.5})
     out = looprl("rl", "@", str(path)).stdout
     line = ("collapse recovery: 2 of 2 groups at step 3 without signal, policy not exploring; weights back to the "
             "run's first (no step yet whose groups mostly had signal), AdamW's moments reset, learning rate x1 -> "
             "x0.5 (rollback 1)")
     assert line in out and line in (run / "logs" / "orchestrator.log").read_text()
     assert "step 3: collapse recovery, weights back to the last kept" in (run / "logs" / "trainer.log").read_text()
-    rows = [json.loads(row) for row in looprl("metrics", str(run), "--json").stdout.splitlines()]
+    rows = metric_rows(run)
     assert [r["step"] for r in rows if r.get("collapse/rollback")] == [3]
     assert [r["collapse/lr_scale"] for r in rows] == [1.0, 1.0, 0.5, 0.5]
     assert [r["train/lr"] for r in rows] == [1e-3, 1e-3, 5e-4, 5e-4]  # from the rollback on (step 3 trains nothing)

@@ -199,8 +199,10 @@ class OrchestratorConfig(Strict):
 
     @model_validator(mode="after")
     def _room_to_raise(self) -> OrchestratorConfig:
-        ceiling = self.collapse.ceiling(self.base_temperature)
-        if self.collapse.method == "temperature" and ceiling <= self.base_temperature:
+        """A `max_temperature` the user set must leave room to raise; the default ceiling may not (a run that
+        samples at 2, the engines' highest), and then the recovery only warns (`recovery`, `recovery_note`)."""
+        ceiling = self.collapse.max_temperature
+        if self.collapse.method == "temperature" and ceiling is not None and ceiling <= self.base_temperature:
             raise ValueError(f"orchestrator.collapse.max_temperature ({ceiling}) must be above the sampling "
                              f"temperature ({self.base_temperature}): there is nothing to raise to; set "
                              "collapse.method to 'rollback' or 'off'")
@@ -213,8 +215,20 @@ class OrchestratorConfig(Strict):
 
     @property
     def recovery(self) -> CollapseRecovery | None:
-        """`[orchestrator.collapse]` when it steps in (None: `method = "off"`)."""
-        return None if self.collapse.method == "off" else self.collapse
+        """`[orchestrator.collapse]` when it steps in (None: `method = "off"`, or the default `temperature` in a
+        run that already samples at the highest temperature: `recovery_note`)."""
+        return None if self.collapse.method == "off" or self.recovery_note else self.collapse
+
+    @property
+    def recovery_note(self) -> str | None:
+        """Why the configured recovery only warns in this run (None: it steps in as configured, or is off)."""
+        if self.collapse.method != "temperature" or self.collapse.max_temperature is not None:
+            return None
+        if self.collapse.ceiling(self.base_temperature) > self.base_temperature:
+            return None
+        return (f"orchestrator.collapse: the sampling temperature ({self.base_temperature}) is already the highest "
+                "the recovery raises to (2), so a collapse is only warned of; set collapse.method = 'rollback' for "
+                "a recovery, or 'off' to silence this")
 
     @property
     def groups_per_step(self) -> int:

@@ -97,6 +97,8 @@ class Orchestrator:
         self.failures = FailureStreak(cfg.orchestrator.max_consecutive_failures)
         self.ledger: PromptLedger | None = None
         recovery = cfg.orchestrator.recovery
+        if note := cfg.orchestrator.recovery_note:
+            get_logger().warning(note)
         self.recovery = CollapseRecovery(recovery, cfg.orchestrator.base_temperature) if recovery else None
         """`[orchestrator.collapse]`: the temperature of the groups started next (`session.collapse_recovery`)."""
 

@@ -30,8 +30,9 @@ def same_record(a, b) -> bool:
 
 
 async def post_stream(url: str, rollout_id: str = "a") -> httpx.Response:
-    """A streamed call read whole by a plain HTTP client (no SDK parsing in the way)."""
-    async with httpx.AsyncClient() as http:
+    """A streamed call read whole by a plain HTTP client (no SDK parsing in the way). Its timeout is the SDK's
+    order of magnitude, not httpx's 5 s: in `make test`, on two busy workers, the headers once took longer."""
+    async with httpx.AsyncClient(timeout=60) as http:
         return await http.post(url.format(rollout_id=rollout_id) + "/chat/completions",
                                json={"messages": MESSAGES, "stream": True})
 

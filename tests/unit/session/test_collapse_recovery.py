@@ -151,7 +151,8 @@ def test_config_needs_room_above_the_sampling_temperature():
     hottest = OrchestratorConfig(sampling={"temperature": 2.0})  # the default ceiling leaves no room: warn only
     assert hottest.recovery is None and "only warned of" in hottest.recovery_note
     assert OrchestratorConfig().recovery_note is None
-    assert OrchestratorConfig(sampling={"temperature": 2.0}, collapse={"method": "rollback"}).recovery.method == "rollback"
+    rollback = OrchestratorConfig(sampling={"temperature": 2.0}, collapse={"method": "rollback"})
+    assert rollback.recovery.method == "rollback" and rollback.recovery_note is None
 
 
 def test_rollback_goes_back_to_the_last_step_that_explored_at_a_lower_learning_rate():

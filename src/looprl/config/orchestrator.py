@@ -224,11 +224,12 @@ class OrchestratorConfig(Strict):
         """Why the configured recovery only warns in this run (None: it steps in as configured, or is off)."""
         if self.collapse.method != "temperature" or self.collapse.max_temperature is not None:
             return None
-        if self.collapse.ceiling(self.base_temperature) > self.base_temperature:
+        ceiling = self.collapse.ceiling(self.base_temperature)
+        if ceiling > self.base_temperature:
             return None
         return (f"orchestrator.collapse: the sampling temperature ({self.base_temperature}) is already the highest "
-                "the recovery raises to (2), so a collapse is only warned of; set collapse.method = 'rollback' for "
-                "a recovery, or 'off' to silence this")
+                f"the recovery raises to ({ceiling}), so a collapse is only warned of; set collapse.method = "
+                "'rollback' for a recovery, or 'off' to silence this")
 
     @property
     def groups_per_step(self) -> int:

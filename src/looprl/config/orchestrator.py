@@ -97,6 +97,12 @@ class CollapseRecovery(Strict):
     start, as for `rollback` (host memory of their size). Off by default: on `examples/large_number` (10 seeds)
     one of the 4 seeds that escalated learnt the task, too seldom to make every run pay for the copy
     (docs/benchmarks.md)."""
+    rollback_to: Literal["explored", "start"] = "explored"
+    """rollback (and the temperature's escalation): which weights a rollback goes back to. `explored`: those that
+    sampled the last step whose groups mostly had signal (the trainer updates its copy at each such step); `start`:
+    the run's first (those it resumed from, after `--resume`), a restart at the lower learning rate. On
+    `examples/large_number` the last step with signal was often already on its way to the collapse, and the
+    rolled-back policy collapsed again within a few steps (docs/benchmarks.md)."""
     solved_reward: float | None = None
     """The total reward (as `reward_weights` weigh its components) of a reply that solves the task, e.g. 1.5 on
     `examples/two_digit` (right sum 1, format 0.5). Given, a group whose rollouts all got the same reward counts as

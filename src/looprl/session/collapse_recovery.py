@@ -8,26 +8,25 @@ loss can help any more: a group without signal has zero advantages, hence zero g
 loss, its clipping or an entropy term computed on it; dynamic sampling only draws more groups from the
 same collapsed policy. Two ways back, `[orchestrator.collapse] method`:
 
-- **rollback** (`trainer.rollback`): the trainer puts the weights back to those of the last step whose
-  groups mostly had signal (it keeps a copy of them), starts AdamW's moments afresh and multiplies the
-  learning rate by `lr_factor` for the rest of the run. Why the learning rate: on a task whose policy
-  does not yet tell the questions apart (examples/large_number), each step's update moves the shared
-  preference for one answer by about a learning rate, in a direction set by which questions the step drew;
-  the policy is lost once that walk reaches one answer for all (every group alike, no gradient), and it
-  learns the questions only if their signal adds up first. A smaller step makes the walk slower against
-  the signal's drift: at 1e-5 the task was learnt on seeds on which 2e-5 collapsed (docs/benchmarks.md).
-  After `max_attempts` rollbacks it gives up.
+- **rollback** (`trainer.rollback`): the trainer puts the weights back to those of the last step whose groups
+  mostly had signal (it keeps a copy of them), or with `rollback_to = "start"` to the run's first, starts AdamW's
+  moments afresh and multiplies the learning rate by `lr_factor` for the rest of the run. Why the learning rate: on
+  a task whose policy does not yet tell the questions apart (examples/large_number), each step's update moves the
+  shared preference for one answer by about a learning rate, in a direction set by which questions the step drew;
+  the policy is lost once that walk reaches one answer for all (every group alike, no gradient), and it learns the
+  questions only if their signal adds up first. A smaller step makes the walk slower against the signal's drift: at
+  1e-5 the task was learnt on seeds on which 2e-5 collapsed (docs/benchmarks.md). After `max_attempts` rollbacks it
+  gives up.
 - **temperature**: raises the temperature of the groups started from then on by `raise_by` (up to
-  `max_temperature`, by default 0.5 above the configured one) when the watch fires, and again at each
-  further step that is still stuck;
-  **decays** it by `decay_by` per step once a step has signal again, back to the configured one (a hotter
-  policy is not the one being trained: the trainer's log-probabilities are the temperature-1 policy's, so
-  rollouts drawn hot enter the loss as if drawn from it); after `max_attempts` raises in a row without a
-  step regaining signal the temperature goes back and, with `escalate` (off by default), the recovery **rolls
-  back** as `rollback` does and goes on as `rollback` (a hotter temperature spreads a reply's later
-  tokens, not an answer the policy no longer gives: on large_number it brought no collapsed seed back);
-  without it, it **gives up**: the recovery stays off for the rest of the run, and the run says the task
-  does not look learnable at these settings.
+  `max_temperature`, by default 0.5 above the configured one) when the watch fires, and again at each further step
+  that is still stuck; **decays** it by `decay_by` per step once a step has signal again, back to the configured
+  one (a hotter policy is not the one being trained: the trainer's log-probabilities are the temperature-1
+  policy's, so rollouts drawn hot enter the loss as if drawn from it); after `max_attempts` raises in a row without
+  a step regaining signal, or once a raise was tried and `STALL_STEPS` of the last `STALL_WINDOW` steps still had
+  none, the temperature goes back and, with `escalate` (off by default), the recovery **rolls back** as `rollback`
+  does and goes on as `rollback` (a hotter temperature spreads a reply's later tokens, not an answer the policy no
+  longer gives: on large_number it brought no collapsed seed back); without it, it **gives up**: the recovery stays
+  off for the rest of the run, and the run says the task does not look learnable at these settings.
 
 Detection stays honest (issue 37): a solved task is no collapse (the watch leaves all-right groups
 out), and a run whose rollouts have all had the same reward since it started never lost an
@@ -40,12 +39,19 @@ inspector's run page, rebuilt from those metrics (`from_metrics`).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 from looprl.config import CollapseRecovery as RecoveryConfig
 from looprl.session.collapse import ExplorationWatch
+
+STALL_WINDOW, STALL_STEPS = 10, 8
+"""A temperature recovery that has raised at least once is stalled when `STALL_STEPS` of the last `STALL_WINDOW`
+steps had most groups without signal (issue 37's criterion for a stuck run): it then gives up or escalates as after
+`max_attempts` raises in a row. Without it a raised temperature that gives a few groups signal every few steps
+resets the raises in a row and never escalates (two seeds of large_number sat at one answer that way)."""
 
 
 def explored(sampled: int, kept: int, share: float) -> bool:
@@ -84,13 +90,17 @@ class Intervention:
     rolled_back_to: int | None = None
     """rollback: the step whose sampling weights the trainer went back to (the last whose groups mostly had
     signal; 0: the weights the run started from)."""
+    from_start: bool = False
+    """rollback: back to the run's first weights because `rollback_to = "start"` (not for want of a step that
+    explored)."""
 
     def line(self) -> str:
         why = f"{self.stuck} of {self.sampled} groups at step {self.step} without signal"
         if self.method == "rollback":
             lr = f"learning rate x{self.value_from:g} -> x{self.value_to:g}"
             if self.action in ("rollback", "escalate"):
-                to = (f"those that sampled step {self.rolled_back_to} (the last step whose groups mostly had signal)"
+                to = ("the run's first (rollback_to = 'start': a restart)" if self.from_start else
+                      f"those that sampled step {self.rolled_back_to} (the last step whose groups mostly had signal)"
                       if self.rolled_back_to else "the run's first (no step yet whose groups mostly had signal)")
                 escalated = ("; the raised temperature brought no signal back, so sampling is back at the configured "
                              "temperature, and from now on rollbacks" if self.action == "escalate" else "")
@@ -103,8 +113,10 @@ class Intervention:
         if self.action == "decay":
             return f"collapse recovery: groups have signal again at step {self.step}; {change}"
         if self.action == "give_up":
-            tried = (f"{self.attempt} rollbacks down to learning rate x{self.value_from:g}"
-                     if self.method == "rollback" else f"{self.attempt} raises up to temperature {self.value_from:g}")
+            plural = "s" if self.attempt != 1 else ""
+            tried = (f"{self.attempt} rollback{plural} down to learning rate x{self.value_from:g}"
+                     if self.method == "rollback" else
+                     f"{self.attempt} raise{plural} up to temperature {self.value_from:g}")
             after = "" if self.method == "rollback" else f"; {change}"
             return (f"collapse recovery gave up: {why} after {tried}; the task does not look learnable at these "
                     f"settings{after}, no further interventions in this run")
@@ -115,7 +127,8 @@ class Intervention:
         """This step's intervention as `collapse/...` metrics (with `CollapseRecovery.metrics`)."""
         rolled = {} if self.rolled_back_to is None else {"collapse/rollback_to": float(self.rolled_back_to)}
         rollback = {"collapse/rollback": 1.0} if self.action == "escalate" else {}
-        return {f"collapse/{self.action}": 1.0} | rollback | rolled
+        start = {"collapse/from_start": 1.0} if self.from_start else {}
+        return {f"collapse/{self.action}": 1.0} | rollback | rolled | start
 
     @classmethod
     def from_metrics(cls, step: int, metrics: Mapping[str, float],
@@ -132,7 +145,7 @@ class Intervention:
         rolled = metrics.get("collapse/rollback_to")
         return cls(step, action, method, before, to,
                    int(metrics.get("collapse/attempt", 0)), sampled, skipped - int(metrics.get("groups_solved", 0)),
-                   None if rolled is None else int(rolled))
+                   None if rolled is None else int(rolled), bool(metrics.get("collapse/from_start")))
 
 
 class CollapseRecovery:
@@ -152,6 +165,8 @@ class CollapseRecovery:
         self.explored = 0
         """The last step whose groups mostly had signal (0: none yet, the weights the run started from)."""
         self.gave_up = self.reported = False
+        self.recent: deque[bool] = deque(maxlen=STALL_WINDOW)
+        """Whether each of the last steps had most groups without signal (`STALL_STEPS`)."""
 
     def resume(self, step: int, metrics: Mapping[str, float]) -> None:
         """Go on after `--resume` from `step`, from its stored `collapse/...` metrics: the learning-rate factor (the
@@ -179,13 +194,14 @@ class CollapseRecovery:
         if self.gave_up or sampled == 0:  # a step that trained only carried-over groups says nothing new
             return None
         is_stuck = stuck / sampled > watch.share
+        self.recent.append(is_stuck)
         if fired and watch.best <= watch.worst:
             if self.reported:
                 return None
             self.reported = True
             value = self.lr_scale if self.method == "rollback" else self.temperature
             return Intervention(step, "unlearnable", self.method, value, value, 0, sampled, stuck)
-        if explored:
+        if explored and self.cfg.rollback_to == "explored":
             self.explored = step
         if self.method == "rollback":
             return self._rollback(step, watch, fired, sampled, stuck)
@@ -202,14 +218,15 @@ class CollapseRecovery:
         self.attempt += 1
         self.lr_scale = before * self.cfg.lr_factor
         watch.restart()  # the rolled-back policy gets its own steps before the watch can fire again
+        self.recent.clear()
         return Intervention(step, action, "rollback", before, self.lr_scale, self.attempt, sampled, stuck,
-                            rolled_back_to=self.explored)
+                            rolled_back_to=self.explored, from_start=self.cfg.rollback_to == "start")
 
     def _temperature(self, step: int, watch: ExplorationWatch, fired: bool, sampled: int, stuck: int,
                      is_stuck: bool) -> Intervention | None:
         before = self.temperature
         if is_stuck and (fired or self.attempt or not self.sampled_as_configured):
-            if self.attempt == self.cfg.max_attempts:
+            if self.attempt == self.cfg.max_attempts or (self.attempt and self.stalled):
                 self.temperature = self.base
                 if self.cfg.escalate:
                     self.method, self.attempt = "rollback", 0
@@ -225,6 +242,11 @@ class CollapseRecovery:
                 self.temperature = round(max(self.base, self.temperature - self.cfg.decay_by), 6)
                 return Intervention(step, "decay", "temperature", before, self.temperature, 0, sampled, stuck)
         return None
+
+    @property
+    def stalled(self) -> bool:
+        """Whether `STALL_STEPS` of the last `STALL_WINDOW` steps had most groups without signal."""
+        return sum(self.recent) >= STALL_STEPS
 
     def metrics(self) -> dict[str, float]:
         """Every step's state: the method's setting (the learning-rate factor, and the next groups' temperature

@@ -102,7 +102,8 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0, weights_region: Path
     token_loss, normalize = select.token_loss(tcfg.loss), select.normalize(tcfg.loss)
     correction = select.rollout_correction(tcfg.loss)
     recovery = cfg.orchestrator.recovery
-    rollback = Rollback(model, recovery.lr_factor) if recovery is not None and recovery.keeps_weights else None
+    rollback = (Rollback(model, recovery.lr_factor, recovery.rollback_to == "explored")
+                if recovery is not None and recovery.keeps_weights else None)
 
     def is_kept(step: int) -> bool:
         return (ccfg.interval > 0 and step % ccfg.interval == 0) or step == cfg.max_steps
@@ -113,9 +114,9 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0, weights_region: Path
         batch = wait_model(batch_path(run_dir, step), TrainBatch)
         waited = time.perf_counter() - started
         if rollback is not None and rollback.before_step(batch, optimizer, scheduler, broadcast.begin_change):
-            log.warning("step {}: collapse recovery, weights back to the last kept (sampled a step whose groups "
-                        "mostly had signal), AdamW's moments reset, learning rate now {:.2e}", step,
-                        optimizer.param_groups[0]["lr"])
+            log.warning("step {}: collapse recovery, weights back to {}, AdamW's moments reset, learning rate now "
+                        "{:.2e}", step, "the last kept (sampled a step whose groups mostly had signal)"
+                        if rollback.follow_explored else "the run's first", optimizer.param_groups[0]["lr"])
         collected = RolloutLogprobs()
         metrics = train_step(model, optimizer, scheduler, batch.micro_batches, token_loss, normalize,
                              tcfg.optim.max_grad_norm, ref_model, tcfg.loss.kl_coef, ranks, collected,

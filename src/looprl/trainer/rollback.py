@@ -1,14 +1,14 @@
 """Collapse recovery by rollback, the trainer's side (`[orchestrator.collapse] method = "rollback"`, or
 `"temperature"` with `escalate`, which rolls back once raising the temperature brought no signal back).
 
-The orchestrator marks each batch `explored` when most of its groups had signal, and `rollback` when its
-watch saw the policy stop exploring (`session.collapse_recovery` says why a lower learning rate is the way
-back). Before training an explored batch the trainer copies the trainable weights that sampled it (at one
-step of lag or none, the weights it holds then; each rank its own shards, on the CPU); on a rollback batch
-it copies them back instead of training, starts AdamW's moments afresh (they point the way the policy
-collapsed) and multiplies the learning rate by `lr_factor`, then broadcasts as for any step. The factor
-lives in the scheduler's base learning rates, so a checkpoint keeps it; the copy does not (a resumed run
-starts a new one from the weights it resumed).
+The orchestrator marks each batch `explored` when most of its groups had signal, and `rollback` when its watch saw
+the policy stop exploring (`session.collapse_recovery` says why a lower learning rate is the way back). Before
+training an explored batch the trainer copies the trainable weights that sampled it (at one step of lag or none,
+the weights it holds then; each rank its own shards, on the CPU); on a rollback batch it copies them back (with
+`rollback_to = "start"` the copy is the run's first weights, never replaced) instead of training, starts AdamW's
+moments afresh (they point the way the policy collapsed) and multiplies the learning rate by `lr_factor`, then
+broadcasts as for any step. The factor lives in the scheduler's base learning rates, so a checkpoint keeps it; the
+copy does not (a resumed run starts a new one from the weights it resumed).
 """
 
 from __future__ import annotations
@@ -28,9 +28,12 @@ def _local(param: torch.Tensor) -> torch.Tensor:
 
 
 class Rollback:
-    def __init__(self, model: Any, lr_factor: float) -> None:
+    def __init__(self, model: Any, lr_factor: float, follow_explored: bool = True) -> None:
         self.lr_factor = lr_factor
         """The learning rate is multiplied by this at each rollback (`orchestrator.collapse.lr_factor`)."""
+        self.follow_explored = follow_explored
+        """Whether an `explored` batch's weights replace the copy (`rollback_to = "explored"`); else the copy stays
+        the run's first weights (`"start"`)."""
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.kept: list[torch.Tensor] = []
         self.keep()
@@ -62,6 +65,6 @@ class Rollback:
             begin_change()
             self.restore(optimizer, scheduler)
             return True
-        if batch.explored:
+        if batch.explored and self.follow_explored:
             self.keep()
         return False

@@ -90,6 +90,34 @@ def test_an_escalation_goes_back_past_the_steps_sampled_hot():
                        (8, "escalate", 2)]
 
 
+def test_a_raised_temperature_with_sporadic_signal_still_escalates():
+    """Signal on one step of three at a raised temperature resets the raises in a row, but after a raise 8 of the
+    last 10 steps without signal is a stalled run: it escalates (on large_number two seeds sat at one answer so)."""
+    recovery = CollapseRecovery(RecoveryConfig(method="temperature", max_attempts=4, escalate=True), 1.0)
+    steps = [SIGNAL] + [COLLAPSED] * 3 + [SIGNAL] + [COLLAPSED] * 2 + [SIGNAL] + [COLLAPSED] * 4
+    seen = drive(recovery, ExplorationWatch(steps=3), steps)
+    actions = [(step, i.action) for step, (i, _) in enumerate(seen, 1) if i]
+    assert actions == [(4, "raise"), (5, "decay"), (6, "raise"), (7, "raise"), (8, "decay"), (9, "raise"),
+                       (10, "raise"), (11, "escalate")]
+    assert list(recovery.recent) == [True]  # counted afresh from the rollback on (step 12)
+
+
+def test_a_restart_goes_back_to_the_first_weights():
+    """`rollback_to = "start"`: steps that explored are not gone back to; the restart is named in the line and in
+    the stored metrics the inspector rebuilds it from."""
+    recovery = CollapseRecovery(RecoveryConfig(method="temperature", max_attempts=1, escalate=True,
+                                               rollback_to="start"), 1.0)
+    seen = drive(recovery, ExplorationWatch(steps=2), [SIGNAL] * 2 + [COLLAPSED] * 3)
+    restart = seen[4][0]
+    assert (restart.action, restart.rolled_back_to, restart.from_start) == ("escalate", 0, True)
+    assert "weights back to the run's first (rollback_to = 'start': a restart)" in restart.line()
+    assert restart.metrics() == {"collapse/escalate": 1.0, "collapse/rollback": 1.0, "collapse/rollback_to": 0.0,
+                                 "collapse/from_start": 1.0}
+    metrics = {"groups_sampled": 2.0, "groups_skipped": 2.0, "groups_solved": 0.0, **recovery.metrics(),
+               **restart.metrics()}
+    assert Intervention.from_metrics(5, metrics, {"collapse/temperature": 1.25}) == restart
+
+
 def test_an_escalation_rebuilt_from_stored_metrics_and_resumed():
     escalating = RecoveryConfig(method="temperature", max_attempts=1, escalate=True)
     recovery = CollapseRecovery(escalating, 1.0)

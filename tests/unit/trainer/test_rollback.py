@@ -67,6 +67,25 @@ def test_the_trainer_keeps_explored_steps_weights_and_goes_back_to_the_last_on_a
     assert changes == [4] and optimizer.param_groups[0]["lr"] == pytest.approx(0.5 * 1e-2)
 
 
+def test_a_restart_goes_back_to_the_first_weights_past_explored_batches():
+    """`rollback_to = "start"`: the copy is the weights the trainer started from; explored batches do not replace
+    it."""
+    model = tiny_model()
+    optimizer = build_optimizer(model, lr=1e-2)
+    scheduler = build_scheduler(optimizer)
+    first = _weights(model)
+    rollback = Rollback(model, lr_factor=0.5, follow_explored=False)
+    for step in (1, 2):
+        assert not rollback.before_step(TrainBatch(step=step, micro_batches=[], explored=True), optimizer, scheduler,
+                                        lambda: None)
+        sample = _on_policy_sample(model, [5, 9, 3, 7, 20, 21, 22], 4, advantage=1.0)
+        train_step(model, optimizer, scheduler, pack([sample], 64), truncated.token_loss)
+    assert any(not torch.equal(a, b) for a, b in zip(first, _weights(model)))
+    assert rollback.before_step(TrainBatch(step=3, micro_batches=[], rollback=True), optimizer, scheduler,
+                                lambda: None)
+    assert all(torch.equal(a, b) for a, b in zip(first, _weights(model)))
+
+
 def test_only_trainable_weights_are_kept():
     model = tiny_model()
     for p in list(model.parameters())[1:]:

@@ -11,6 +11,7 @@ the tokens, as the long multi-turn or tool rollouts of an agentic run do, whatev
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import time
 from pathlib import Path
@@ -49,14 +50,15 @@ class LongTailEnv(Environment):
     async def run_group(self, request: GroupRequest) -> list[RolloutResult]:
         return list(await asyncio.gather(*(self.roll_out(request, r) for r in request.rollout_ids)))
 
-    async def roll_out(self, request: GroupRequest, rollout_id: str) -> RolloutResult:
+    async def roll_out(self, request: GroupRequest, rollout_id: str, max_tokens: int | None = None) -> RolloutResult:
+        """One reply of at most `max_tokens` (None: the example's)."""
         args = request.example.example_args
         messages = [dict(m) for m in request.example.prompt_messages]
         started = time.time()
         async with openai.AsyncOpenAI(base_url=request.base_url(rollout_id), api_key="looprl", max_retries=0) as client:
             try:
                 response = await client.chat.completions.create(model=request.model, messages=messages,
-                                                                max_tokens=args["max_tokens"])
+                                                                max_tokens=max_tokens or args["max_tokens"])
             except openai.APIError as e:
                 return self.result(request, rollout_id, messages, started, "model_error", error=str(e))
         choice = response.choices[0]
@@ -81,18 +83,27 @@ class LongTailEnv(Environment):
                              started_at=started, finished_at=time.time())
 
 
-class HalfLongEnv(LongTailEnv):
-    """Every other example long, and longer: the tests' version, so that a story is still running when the
-    trainer's next weights arrive (the run's `max_tokens` must allow `LONG_TOKENS`).
+class StoriesEnv(LongTailEnv):
+    """Stories only, scoring 1, their groups alternately short (`SHORT_TOKENS`) and long (`LONG_TOKENS`) in the
+    order they start: the in-flight weight update tests' task (the run's `max_tokens` must allow `LONG_TOKENS`).
 
-    Whether one is depends on the trainer's step being shorter than a story's generation: on a CPU the
-    trainer's tokens per second are about half the engine's, so a step that trained stories would outlast the
-    next step's stories, and the weights would land between replies. So every story scores 1: a story group
-    has no signal and is never trained, the trainer's steps train the short sums alone."""
+    A reply spans a weight update only if it is generating when the update lands. No group has a signal, so the
+    trainer trains nothing and republishes its weights as the next version a moment after each batch; the
+    orchestrator keeps the next step's groups running beside the step's, and of any two started one after the
+    other one is long, so a long story is still running when the step's short ones complete its batch. Left to the
+    dataset's shuffled order and the trainer's speed, groups finished together and the updates landed between
+    replies (CI: no reply spanned an update, twice)."""
 
-    LONG_EVERY = 2
-    LONG_TOKENS = 256
+    LONG_EVERY = 1
+    LONG_TOKENS = 192
+
+    def __init__(self) -> None:
+        self.started = itertools.count()
+
+    async def run_group(self, request: GroupRequest) -> list[RolloutResult]:
+        max_tokens = self.LONG_TOKENS if next(self.started) % 2 else SHORT_TOKENS
+        return list(await asyncio.gather(*(self.roll_out(request, r, max_tokens) for r in request.rollout_ids)))
 
     @staticmethod
     def score(reply: str, args: dict[str, object]) -> dict[str, float]:
-        return {"score": 1.0} if args["kind"] == "story" else LongTailEnv.score(reply, args)
+        return {"score": 1.0}

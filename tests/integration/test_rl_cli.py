@@ -177,8 +177,9 @@ def test_rl_collapse_recovery_reports_a_task_without_signal(tmp_path):
     sampling: every rollout of every group gets the same reward from step 1, so when the watch fires at
     step 3 the recovery does not raise the temperature (nothing was lost to recover) but reports the task
     as not learnable at these settings: in the output, the orchestrator's log and the `collapse/...`
-    metrics. (The raise itself: tests/unit/orchestrator/test_recovery_sampling.py, and the SmolLM2 run in
-    docs/training.md.)"""
+    metrics. Resumed from step 4 for 3 more steps, it says so no more: the watch and the recovery go on from the
+    stored steps (tests/unit/session/test_collapse_recovery.py resumes at every step of a longer run). (The raise
+    itself: tests/unit/orchestrator/test_recovery_sampling.py, and the SmolLM2 run in docs/training.md.)"""
     path = config(tmp_path)
     text = path.read_text().replace("max_steps = 3", "max_steps = 4").replace(
         "[orchestrator.sampling]\n",
@@ -194,6 +195,13 @@ def test_rl_collapse_recovery_reports_a_task_without_signal(tmp_path):
             "without signal); the task is not learnable at these settings")
     assert line in out
     assert line in (tmp_path / "run" / "logs" / "orchestrator.log").read_text()
+
+    resumed = looprl("rl", "@", str(path), "--max_steps", "7", "--resume").stdout
+    assert "resumed after step 4" in (tmp_path / "run" / "logs" / "orchestrator.log").read_text()
+    rows = metric_rows(tmp_path / "run")
+    assert [r["step"] for r in rows] == list(range(1, 8))
+    assert [r["step"] for r in rows if r.get("collapse/unlearnable")] == [3]
+    assert "no learning signal since the run started" not in resumed and "stopped exploring" not in resumed
 
 
 def test_rl_collapse_recovery_escalates_from_the_temperature_to_a_rollback(tmp_path):

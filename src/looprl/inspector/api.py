@@ -158,12 +158,9 @@ def exploration_warnings(conn: sqlite3.Connection, run_id: str, steps: list[Step
     """The orchestrator's "stopped exploring" warnings, replayed over the stored steps that count their groups."""
     watch, out = ExplorationWatch(), []
     for s in steps:
-        sampled, skipped = int(s.metrics.get("groups_sampled", 0)), int(s.metrics.get("groups_skipped", 0))
-        stuck = skipped - int(s.metrics.get("groups_solved", 0))
-        if watch.observe(s.step, sampled, stuck):
-            rollout = queries.no_signal_rollout(conn, run_id, s.step)
-            out.append(ExplorationWarning(step=s.step, message=watch.warning(s.step, sampled, stuck),
-                                          rollout_id=rollout))
+        if line := watch.replay(s.step, s.metrics):
+            out.append(ExplorationWarning(step=s.step, message=line,
+                                          rollout_id=queries.no_signal_rollout(conn, run_id, s.step)))
     return out
 
 

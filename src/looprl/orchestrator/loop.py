@@ -137,9 +137,7 @@ class Orchestrator:
         session.writer.delete_steps_after(session.run_id, resume_step)  # a resume (k = 0: before any checkpoint)
         if resume_step:
             self.recover_steps(resume_step)
-            metrics_path = rollout_metrics_path(self.run_dir, resume_step)
-            if self.recovery and metrics_path.is_file():
-                self.recovery.resume(resume_step, json.loads(metrics_path.read_text()))
+            self.resume_collapse_watch(resume_step)
             state = json.loads(progress_path(self.run_dir, resume_step).read_text()).get("sampler")
             await self.weights.wait_for(resume_step)  # the trainer broadcasts its restored weights
         reader = RunStoreReader(self.run_dir)
@@ -314,6 +312,23 @@ class Orchestrator:
             if report is None:
                 return
             self.store_step(step, report)
+
+    def resume_collapse_watch(self, resume_step: int) -> None:
+        """Pick the collapse watch and recovery up where the stored steps up to `resume_step` left them: the streak
+        of steps without signal, the best and worst reward so far, the recovery's settings, stall window, and
+        whether it gave up (else a resumed run would start counting afresh, or step in again after giving up)."""
+        reader = RunStoreReader(self.run_dir)
+        try:
+            steps = reader.steps(self.session.run_id)
+            rewards = reader.reward_range(self.session.run_id, "train", up_to_step=resume_step)
+        finally:
+            reader.close()
+        for metrics in steps:
+            self.exploration.replay(metrics["step"], metrics)
+        if rewards:
+            self.exploration.worst, self.exploration.best = rewards
+        if self.recovery and steps:
+            self.recovery.resume(steps, self.exploration.share)
 
     def recover_steps(self, resume_step: int) -> None:
         """Store the steps up to `resume_step` whose metrics a crash kept from the store (their

@@ -21,7 +21,7 @@ gives both kinds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from looprl.session.advantages import GroupAdvantages
 
@@ -29,6 +29,13 @@ STEPS = 3
 """Steps in a row."""
 SHARE = 0.5
 """Share of a step's groups without signal above which the step counts."""
+
+
+def step_counts(metrics: Mapping[str, float]) -> tuple[int, int]:
+    """A stored step's groups sampled and those without signal that do not say the task is solved (`observe`'s
+    `sampled` and `without_signal`), from its metrics."""
+    sampled, skipped = int(metrics.get("groups_sampled", 0)), int(metrics.get("groups_skipped", 0))
+    return sampled, skipped - int(metrics.get("groups_solved", 0))
 
 
 class ExplorationWatch:
@@ -77,6 +84,16 @@ class ExplorationWatch:
             return False
         self.warned = True
         return True
+
+    def replay(self, step: int, metrics: Mapping[str, float]) -> str | None:
+        """`observe` a stored step from its metrics, with the restart its rollback made (`collapse/rollback`): how a
+        resumed run's watch picks up where it stopped, and how the inspector's run page shows the warnings. The
+        warning line where it fired there, else None."""
+        sampled, stuck = step_counts(metrics)
+        line = self.warning(step, sampled, stuck) if self.observe(step, sampled, stuck) else None
+        if metrics.get("collapse/rollback"):
+            self.restart()
+        return line
 
     def restart(self) -> None:
         """Forget the streak (after a rollback: the restored policy's own steps decide the next warning)."""

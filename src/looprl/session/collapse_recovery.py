@@ -40,12 +40,12 @@ inspector's run page, rebuilt from those metrics (`from_metrics`).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 from looprl.config import CollapseRecovery as RecoveryConfig
-from looprl.session.collapse import ExplorationWatch
+from looprl.session.collapse import ExplorationWatch, step_counts
 
 STALL_WINDOW, STALL_STEPS = 10, 8
 """A temperature recovery that has raised at least once is stalled when `STALL_STEPS` of the last `STALL_WINDOW`
@@ -99,7 +99,9 @@ class Intervention:
         if self.method == "rollback":
             lr = f"learning rate x{self.value_from:g} -> x{self.value_to:g}"
             if self.action in ("rollback", "escalate"):
-                to = ("the run's first (rollback_to = 'start': a restart)" if self.from_start else
+                to = ((f"those the run resumed with, that sampled step {self.rolled_back_to} (rollback_to = 'start': "
+                       "a restart from the resume)" if self.rolled_back_to else
+                       "the run's first (rollback_to = 'start': a restart)") if self.from_start else
                       f"those that sampled step {self.rolled_back_to} (the last step whose groups mostly had signal)"
                       if self.rolled_back_to else "the run's first (no step yet whose groups mostly had signal)")
                 escalated = ("; the raised temperature brought no signal back, so sampling is back at the configured "
@@ -168,16 +170,27 @@ class CollapseRecovery:
         self.recent: deque[bool] = deque(maxlen=STALL_WINDOW)
         """Whether each of the last steps had most groups without signal (`STALL_STEPS`)."""
 
-    def resume(self, step: int, metrics: Mapping[str, float]) -> None:
-        """Go on after `--resume` from `step`, from its stored `collapse/...` metrics: the learning-rate factor (the
-        trainer's scheduler kept it too) or the temperature, and the attempts so far. The trainer's copy of the
-        weights is then the resumed ones, which sample step + 1."""
-        self.lr_scale = metrics.get("collapse/lr_scale", self.lr_scale)
-        if "collapse/lr_scale" in metrics:  # a rollback recovery, or a temperature one that escalated
+    def resume(self, steps: Sequence[Mapping[str, float]], share: float) -> None:
+        """Go on after `--resume` from the last of the stored `steps` (each step's metrics with its `step`, in
+        order): the learning-rate factor (the trainer's scheduler kept it too) or the temperature, and the attempts
+        so far, from the last; whether it gave up or reported the task unlearnable, and the stall window
+        (`share`: the watch's), from all. The trainer's copy of the weights is then the resumed ones, which sample
+        the next step, with `rollback_to = "start"` too (the copy is not kept across processes)."""
+        last = steps[-1]
+        self.lr_scale = last.get("collapse/lr_scale", self.lr_scale)
+        if "collapse/lr_scale" in last:  # a rollback recovery, or a temperature one that escalated
             self.method = "rollback"
-        self.temperature = metrics.get("collapse/temperature", self.temperature)
-        self.attempt = int(metrics.get("collapse/attempt", self.attempt))
-        self.explored = step + 1
+        self.temperature = last.get("collapse/temperature", self.temperature)
+        self.attempt = int(last.get("collapse/attempt", self.attempt))
+        self.explored = int(last["step"]) + 1
+        for metrics in steps:  # as after_step saw them
+            sampled, stuck = step_counts(metrics)
+            if not self.gave_up and sampled:
+                self.recent.append(stuck / sampled > share)
+            if metrics.get("collapse/rollback"):
+                self.recent.clear()
+            self.gave_up = self.gave_up or bool(metrics.get("collapse/give_up"))
+            self.reported = self.reported or bool(metrics.get("collapse/unlearnable"))
 
     @property
     def sampled_as_configured(self) -> bool:

@@ -291,6 +291,13 @@ class RunStoreReader:
             params.append(step)
         return self._conn.execute(sql, params).fetchone()[0]
 
+    def reward_range(self, run_id: str, split: str, up_to_step: int) -> tuple[float, float] | None:
+        """The lowest and highest aggregated reward of the split's scored rollouts up to a step (None: none)."""
+        low, high = self._conn.execute(
+            "SELECT MIN(reward), MAX(reward) FROM rollouts WHERE run_id=? AND split=? AND step<=?",
+            (run_id, split, up_to_step)).fetchone()
+        return None if low is None else (low, high)
+
     def max_step(self, run_id: str, split: str) -> int | None:
         """The highest step any rollout of the split was recorded at."""
         return self._conn.execute(

@@ -11,17 +11,25 @@ from looprl.session.collapse import ExplorationWatch
 from looprl.session.collapse_recovery import CollapseRecovery, Intervention, explored
 
 
-def drive(recovery: CollapseRecovery, watch: ExplorationWatch, steps: list[list[tuple[float, ...]]]):
-    """Feed each step's groups (their rewards) through the watch and the recovery, as the orchestrator does;
-    returns each step's intervention (or None) and the temperature after it."""
+def drive(recovery: CollapseRecovery, watch: ExplorationWatch, steps: list[list[tuple[float, ...]]], first: int = 1,
+          stored: list[dict[str, float]] | None = None):
+    """Feed each step's groups (their rewards) through the watch and the recovery, as the orchestrator does, from
+    step `first`; returns each step's intervention (or None) and the temperature after it. `stored`: gets each
+    step's metrics as the store keeps them."""
     out = []
-    for step, groups in enumerate(steps, 1):
+    for step, groups in enumerate(steps, first):
         advantages = [GroupAdvantages(list(g), [0.0] * len(g), skipped=len(set(g)) == 1) for g in groups]
-        stuck = sum(a.skipped for a in advantages) - watch.solved(advantages)
+        solved = watch.solved(advantages)
+        stuck = sum(a.skipped for a in advantages) - solved
         fired = watch.observe(step, len(groups), stuck)
         has_signal = explored(len(groups), sum(not a.skipped for a in advantages), watch.share) and \
             recovery.sampled_as_configured
-        out.append((recovery.after_step(step, watch, fired, len(groups), stuck, has_signal), recovery.temperature))
+        intervention = recovery.after_step(step, watch, fired, len(groups), stuck, has_signal)
+        out.append((intervention, recovery.temperature))
+        if stored is not None:
+            stored.append({"step": step, "groups_sampled": len(groups), "groups_solved": solved,
+                           "groups_skipped": sum(a.skipped for a in advantages), **recovery.metrics(),
+                           **(intervention.metrics() if intervention else {})})
     return out
 
 
@@ -127,7 +135,7 @@ def test_an_escalation_rebuilt_from_stored_metrics_and_resumed():
                **escalated.metrics()}
     assert Intervention.from_metrics(4, metrics, {"collapse/temperature": 1.25}) == escalated
     resumed = CollapseRecovery(escalating, 1.0)
-    resumed.resume(4, recovery.metrics())
+    resumed.resume([{"step": 4, **recovery.metrics()}], 0.5)
     assert resumed.method == "rollback" and resumed.metrics() == recovery.metrics()
 
 
@@ -235,7 +243,41 @@ def test_rollback_needs_no_room_above_the_sampling_temperature():
 
 def test_a_resumed_run_goes_on_from_the_stored_state():
     recovery = CollapseRecovery(RecoveryConfig(method="rollback"), 1.0)
-    recovery.resume(12, {"collapse/lr_scale": 0.25, "collapse/attempt": 2.0})
+    recovery.resume([{"step": 12, "collapse/lr_scale": 0.25, "collapse/attempt": 2.0}], 0.5)
     assert recovery.metrics() == {"collapse/lr_scale": 0.25, "collapse/attempt": 2.0}
     [*_, (rolled, _)] = drive(recovery, ExplorationWatch(steps=3), [COLLAPSED] * 3)
     assert (rolled.rolled_back_to, rolled.value_to, rolled.attempt) == (13, 0.125, 3)
+
+
+RUN = [SIGNAL] * 2 + [COLLAPSED] * 4 + [SIGNAL] + [COLLAPSED] * 3 + [SIGNAL] + [COLLAPSED] * 6 + [SIGNAL] * 2 + \
+    [COLLAPSED] * 5
+"""Signal, a collapse, sporadic signal at a raised temperature (the stall window), then collapses again."""
+
+
+@pytest.mark.parametrize("cfg", [
+    RecoveryConfig(method="temperature", max_attempts=3, escalate=True, rollback_to="start"),
+    RecoveryConfig(method="temperature", max_attempts=2), RecoveryConfig(method="rollback", max_attempts=2)],
+                         ids=["escalate", "give-up", "rollback"])
+@pytest.mark.parametrize("at", range(1, len(RUN)))
+def test_a_resume_at_any_step_goes_on_as_the_run_would_have(cfg, at):
+    whole = drive(CollapseRecovery(cfg, 1.0), ExplorationWatch(), RUN)
+    stored: list[dict[str, float]] = []
+    drive(CollapseRecovery(cfg, 1.0), ExplorationWatch(), RUN[:at], stored=stored)
+    watch, recovery = ExplorationWatch(), CollapseRecovery(cfg, 1.0)  # the orchestrator's, from the store
+    for metrics in stored:
+        watch.replay(int(metrics["step"]), metrics)
+    rewards = [r for groups in RUN[:at] for group in groups for r in group]
+    watch.worst, watch.best = min(rewards), max(rewards)
+    recovery.resume(stored, watch.share)
+    resumed = drive(recovery, watch, RUN[at:], first=at + 1)
+    assert [(i and (i.action, i.value_to), t) for i, t in resumed] == \
+        [(i and (i.action, i.value_to), t) for i, t in whole[at:]]
+    assert any(whole)
+
+
+def test_a_rollback_to_the_start_after_a_resume_says_it_goes_back_to_the_resumed_weights():
+    cfg = RecoveryConfig(method="rollback", rollback_to="start")
+    recovery = CollapseRecovery(cfg, 1.0)
+    recovery.resume([{"step": 6, "groups_sampled": 2, "groups_skipped": 0, "collapse/lr_scale": 1.0}], 0.5)
+    [*_, (rolled, _)] = drive(recovery, ExplorationWatch(), [COLLAPSED] * 3, first=7)
+    assert "weights back to those the run resumed with, that sampled step 7 (rollback_to = 'start'" in rolled.line()

@@ -90,7 +90,8 @@ class StoriesEnv(LongTailEnv):
     A reply spans a weight update only if it is generating when the update lands. No group has a signal, so the
     trainer trains nothing and republishes its weights as the next version a moment after each batch; the
     orchestrator keeps the next step's groups running beside the step's, and of any two started one after the
-    other one is long, so a long story is still running when the step's short ones complete its batch. Left to the
+    other one is long, so a long story is still running when the step's short ones complete its batch (the order is
+    each env worker's own: with the default of one worker, the run's). Left to the
     dataset's shuffled order and the trainer's speed, groups finished together and the updates landed between
     replies (CI: no reply spanned an update, twice)."""
 

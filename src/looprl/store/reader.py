@@ -292,10 +292,12 @@ class RunStoreReader:
         return self._conn.execute(sql, params).fetchone()[0]
 
     def reward_range(self, run_id: str, split: str, up_to_step: int) -> tuple[float, float] | None:
-        """The lowest and highest aggregated reward of the split's scored rollouts up to a step (None: none)."""
+        """The lowest and highest aggregated reward of the split's scored rollouts up to a step, leaving out groups
+        dropped as stale (no step counted them); None: none."""
         low, high = self._conn.execute(
-            "SELECT MIN(reward), MAX(reward) FROM rollouts WHERE run_id=? AND split=? AND step<=?",
-            (run_id, split, up_to_step)).fetchone()
+            "SELECT MIN(reward), MAX(reward) FROM rollouts WHERE run_id=? AND split=? AND step<=? AND group_id NOT IN "
+            "(SELECT group_id FROM ledger WHERE run_id=? AND outcome='stale')",
+            (run_id, split, up_to_step, run_id)).fetchone()
         return None if low is None else (low, high)
 
     def max_step(self, run_id: str, split: str) -> int | None:

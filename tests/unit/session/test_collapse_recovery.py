@@ -135,7 +135,7 @@ def test_an_escalation_rebuilt_from_stored_metrics_and_resumed():
                **escalated.metrics()}
     assert Intervention.from_metrics(4, metrics, {"collapse/temperature": 1.25}) == escalated
     resumed = CollapseRecovery(escalating, 1.0)
-    resumed.resume([{"step": 4, **recovery.metrics()}], 0.5)
+    resumed.resume(4, [{"step": 4, **recovery.metrics()}], 0.5)
     assert resumed.method == "rollback" and resumed.metrics() == recovery.metrics()
 
 
@@ -243,7 +243,7 @@ def test_rollback_needs_no_room_above_the_sampling_temperature():
 
 def test_a_resumed_run_goes_on_from_the_stored_state():
     recovery = CollapseRecovery(RecoveryConfig(method="rollback"), 1.0)
-    recovery.resume([{"step": 12, "collapse/lr_scale": 0.25, "collapse/attempt": 2.0}], 0.5)
+    recovery.resume(12, [{"step": 12, "collapse/lr_scale": 0.25, "collapse/attempt": 2.0}], 0.5)
     assert recovery.metrics() == {"collapse/lr_scale": 0.25, "collapse/attempt": 2.0}
     [*_, (rolled, _)] = drive(recovery, ExplorationWatch(steps=3), [COLLAPSED] * 3)
     assert (rolled.rolled_back_to, rolled.value_to, rolled.attempt) == (13, 0.125, 3)
@@ -264,20 +264,26 @@ def test_a_resume_at_any_step_goes_on_as_the_run_would_have(cfg, at):
     stored: list[dict[str, float]] = []
     drive(CollapseRecovery(cfg, 1.0), ExplorationWatch(), RUN[:at], stored=stored)
     watch, recovery = ExplorationWatch(), CollapseRecovery(cfg, 1.0)  # the orchestrator's, from the store
-    for metrics in stored:
-        watch.replay(int(metrics["step"]), metrics)
     rewards = [r for groups in RUN[:at] for group in groups for r in group]
-    watch.worst, watch.best = min(rewards), max(rewards)
-    recovery.resume(stored, watch.share)
+    watch.resume(stored, (min(rewards), max(rewards)))
+    recovery.resume(at, stored, watch.share)
     resumed = drive(recovery, watch, RUN[at:], first=at + 1)
     assert [(i and (i.action, i.value_to), t) for i, t in resumed] == \
         [(i and (i.action, i.value_to), t) for i, t in whole[at:]]
-    assert any(whole)
+    assert sum(i is not None for i, _ in whole) >= 3  # the run has interventions to carry over
 
 
 def test_a_rollback_to_the_start_after_a_resume_says_it_goes_back_to_the_resumed_weights():
     cfg = RecoveryConfig(method="rollback", rollback_to="start")
     recovery = CollapseRecovery(cfg, 1.0)
-    recovery.resume([{"step": 6, "groups_sampled": 2, "groups_skipped": 0, "collapse/lr_scale": 1.0}], 0.5)
+    recovery.resume(6, [{"step": 6, "groups_sampled": 2, "groups_skipped": 0, "collapse/lr_scale": 1.0}], 0.5)
     [*_, (rolled, _)] = drive(recovery, ExplorationWatch(), [COLLAPSED] * 3, first=7)
     assert "weights back to those the run resumed with, that sampled step 7 (rollback_to = 'start'" in rolled.line()
+
+
+def test_a_resumed_watch_keeps_the_rewards_it_saw_and_says_an_overshoot_once():
+    watch = ExplorationWatch(solved_reward=1.0)
+    watch.resume([{"step": 1, "groups_sampled": 2, "groups_skipped": 1, "groups_solved": 0}], (0.0, 1.5))
+    assert (watch.worst, watch.best) == (0.0, 1.5) and watch.overshoot() is None  # said before the resume
+    unanimous = [GroupAdvantages([1.5] * 2, [0.0] * 2, skipped=True)]
+    assert watch.solved(unanimous) == 1  # at the best reward seen, a worse one seen before the resume

@@ -67,6 +67,21 @@ def test_delete_steps_after_forgets_later_rollouts(tmp_path):
     assert r.logs(rollout_id="r1") == [] and [s["step"] for s in r.steps("run")] == [1]
 
 
+def test_the_reward_range_leaves_out_later_steps_and_stale_groups(tmp_path):
+    from looprl.store.ledger import LedgerEntry
+
+    w = RunStoreWriter(tmp_path)  # groups g0-g3: rewards 0.5, 2.0 (dropped stale), 0.25, -1.0 (step 3)
+    w.write_rollouts([make_record(0, reward=0.5, step=1), make_record(2, reward=2.0, step=1),
+                      make_record(4, reward=0.25, step=2), make_record(6, reward=-1.0, step=3)])
+    w.record_draws("run", [LedgerEntry(group_id=f"g{i}", epoch=1, position=i, example_id=f"e{i}", epoch_size=4,
+                                       drawn_at=float(i)) for i in range(4)])
+    w.settle_draws("run", [("g0", "trained", 1, None), ("g1", "stale", 1, "old weights"), ("g2", "trained", 2, None)])
+    w.close()
+    r = RunStoreReader(tmp_path)
+    assert r.reward_range("run", "train", up_to_step=2) == (0.25, 0.5)
+    assert r.reward_range("run", "eval", up_to_step=2) is None
+
+
 def test_a_closed_store_leaves_only_its_database_file(tmp_path):
     """Readers during the run and after it (read-only, they cannot delete `-wal`/`-shm`) leave nothing behind."""
     w = RunStoreWriter(tmp_path)

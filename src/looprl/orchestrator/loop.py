@@ -325,7 +325,7 @@ class Orchestrator:
             reader.close()
         self.exploration.resume(steps, rewards)
         if self.recovery and steps:
-            self.recovery.resume(resume_step, steps, self.exploration.share)
+            self.recovery.resume(resume_step, steps, self.exploration)
 
     def recover_steps(self, resume_step: int) -> None:
         """Store the steps up to `resume_step` whose metrics a crash kept from the store (their

@@ -76,7 +76,7 @@ class ExplorationWatch:
 
     def observe(self, step: int, sampled: int, without_signal: int) -> bool:
         """Whether to warn after `step`, whose `without_signal` of `sampled` groups carried no signal."""
-        if sampled == 0 or without_signal / sampled <= self.share:
+        if not self.stuck(sampled, without_signal):
             self.streak, self.warned = [], False
             return False
         self.streak.append(step)
@@ -84,6 +84,10 @@ class ExplorationWatch:
             return False
         self.warned = True
         return True
+
+    def stuck(self, sampled: int, without_signal: int) -> bool:
+        """Whether a step whose `without_signal` of `sampled` groups carried no signal counts towards a streak."""
+        return sampled > 0 and without_signal / sampled > self.share
 
     def resume(self, steps: Sequence[Mapping[str, float]], rewards: tuple[float, float] | None) -> None:
         """Go on after `--resume` from the stored `steps` (each step's metrics with its `step`, in order) and the

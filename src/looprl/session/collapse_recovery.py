@@ -99,15 +99,10 @@ class Intervention:
         if self.method == "rollback":
             lr = f"learning rate x{self.value_from:g} -> x{self.value_to:g}"
             if self.action in ("rollback", "escalate"):
-                to = ((f"those the run resumed with, that sampled step {self.rolled_back_to} (rollback_to = 'start': "
-                       "a restart from the resume)" if self.rolled_back_to else
-                       "the run's first (rollback_to = 'start': a restart)") if self.from_start else
-                      f"those that sampled step {self.rolled_back_to} (the last step whose groups mostly had signal)"
-                      if self.rolled_back_to else "the run's first (no step yet whose groups mostly had signal)")
                 escalated = ("; the raised temperature brought no signal back, so sampling is back at the configured "
                              "temperature, and from now on rollbacks" if self.action == "escalate" else "")
-                return (f"collapse recovery: {why}, policy not exploring{escalated}; weights back to {to}, AdamW's "
-                        f"moments reset, {lr} (rollback {self.attempt})")
+                return (f"collapse recovery: {why}, policy not exploring{escalated}; weights back to {self._to()}, "
+                        f"AdamW's moments reset, {lr} (rollback {self.attempt})")
         change = f"sampling temperature of the next groups {self.value_from:g} -> {self.value_to:g}"
         if self.action == "raise":
             held = " (held at its maximum)" if self.value_to == self.value_from else ""
@@ -124,6 +119,17 @@ class Intervention:
                     f"settings{after}, no further interventions in this run")
         return (f"no learning signal since the run started: every rollout got the same reward ({why}); the task "
                 "is not learnable at these settings (nothing to recover: the policy never explored it)")
+
+    def _to(self) -> str:
+        """A rollback's weights, for `line`."""
+        if self.from_start and self.rolled_back_to:
+            return (f"those the run resumed with, that sampled step {self.rolled_back_to} (rollback_to = 'start': a "
+                    "restart from the resume)")
+        if self.from_start:
+            return "the run's first (rollback_to = 'start': a restart)"
+        if self.rolled_back_to:
+            return f"those that sampled step {self.rolled_back_to} (the last step whose groups mostly had signal)"
+        return "the run's first (no step yet whose groups mostly had signal)"
 
     def metrics(self) -> dict[str, float]:
         """This step's intervention as `collapse/...` metrics (with `CollapseRecovery.metrics`)."""
@@ -170,11 +176,11 @@ class CollapseRecovery:
         self.recent: deque[bool] = deque(maxlen=STALL_WINDOW)
         """Whether each of the last steps had most groups without signal (`STALL_STEPS`)."""
 
-    def resume(self, step: int, steps: Sequence[Mapping[str, float]], share: float) -> None:
+    def resume(self, step: int, steps: Sequence[Mapping[str, float]], watch: ExplorationWatch) -> None:
         """Go on after `--resume` from `step`, the last of the stored `steps` (each step's metrics, in order): the
         learning-rate factor (the trainer's scheduler kept it too) or the temperature, and the attempts
         so far, from the last; whether it gave up or reported the task unlearnable, and the stall window
-        (`share`: the watch's), from all. The trainer's copy of the weights is then the resumed ones, which sample
+        (by `watch`'s measure), from all. The trainer's copy of the weights is then the resumed ones, which sample
         the next step, with `rollback_to = "start"` too (the copy is not kept across processes)."""
         last = steps[-1]
         self.lr_scale = last.get("collapse/lr_scale", self.lr_scale)
@@ -186,7 +192,7 @@ class CollapseRecovery:
         for metrics in steps:  # as after_step saw them
             sampled, stuck = step_counts(metrics)
             if not self.gave_up and sampled:
-                self.recent.append(stuck / sampled > share)
+                self.recent.append(watch.stuck(sampled, stuck))
             if metrics.get("collapse/rollback"):
                 self.recent.clear()
             self.gave_up = self.gave_up or bool(metrics.get("collapse/give_up"))
@@ -206,7 +212,7 @@ class CollapseRecovery:
         before this update)."""
         if self.gave_up or sampled == 0:  # a step that trained only carried-over groups says nothing new
             return None
-        is_stuck = stuck / sampled > watch.share
+        is_stuck = watch.stuck(sampled, stuck)
         self.recent.append(is_stuck)
         if fired and watch.best <= watch.worst:
             if self.reported:

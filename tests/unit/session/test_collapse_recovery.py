@@ -135,7 +135,7 @@ def test_an_escalation_rebuilt_from_stored_metrics_and_resumed():
                **escalated.metrics()}
     assert Intervention.from_metrics(4, metrics, {"collapse/temperature": 1.25}) == escalated
     resumed = CollapseRecovery(escalating, 1.0)
-    resumed.resume(4, [{"step": 4, **recovery.metrics()}], 0.5)
+    resumed.resume(4, [{"step": 4, **recovery.metrics()}], ExplorationWatch())
     assert resumed.method == "rollback" and resumed.metrics() == recovery.metrics()
 
 
@@ -243,7 +243,7 @@ def test_rollback_needs_no_room_above_the_sampling_temperature():
 
 def test_a_resumed_run_goes_on_from_the_stored_state():
     recovery = CollapseRecovery(RecoveryConfig(method="rollback"), 1.0)
-    recovery.resume(12, [{"step": 12, "collapse/lr_scale": 0.25, "collapse/attempt": 2.0}], 0.5)
+    recovery.resume(12, [{"step": 12, "collapse/lr_scale": 0.25, "collapse/attempt": 2.0}], ExplorationWatch())
     assert recovery.metrics() == {"collapse/lr_scale": 0.25, "collapse/attempt": 2.0}
     [*_, (rolled, _)] = drive(recovery, ExplorationWatch(steps=3), [COLLAPSED] * 3)
     assert (rolled.rolled_back_to, rolled.value_to, rolled.attempt) == (13, 0.125, 3)
@@ -266,7 +266,7 @@ def test_a_resume_at_any_step_goes_on_as_the_run_would_have(cfg, at):
     watch, recovery = ExplorationWatch(), CollapseRecovery(cfg, 1.0)  # the orchestrator's, from the store
     rewards = [r for groups in RUN[:at] for group in groups for r in group]
     watch.resume(stored, (min(rewards), max(rewards)))
-    recovery.resume(at, stored, watch.share)
+    recovery.resume(at, stored, watch)
     resumed = drive(recovery, watch, RUN[at:], first=at + 1)
     assert [(i and (i.action, i.value_to), t) for i, t in resumed] == \
         [(i and (i.action, i.value_to), t) for i, t in whole[at:]]
@@ -276,7 +276,8 @@ def test_a_resume_at_any_step_goes_on_as_the_run_would_have(cfg, at):
 def test_a_rollback_to_the_start_after_a_resume_says_it_goes_back_to_the_resumed_weights():
     cfg = RecoveryConfig(method="rollback", rollback_to="start")
     recovery = CollapseRecovery(cfg, 1.0)
-    recovery.resume(6, [{"step": 6, "groups_sampled": 2, "groups_skipped": 0, "collapse/lr_scale": 1.0}], 0.5)
+    stored = [{"step": 6, "groups_sampled": 2, "groups_skipped": 0, "collapse/lr_scale": 1.0}]
+    recovery.resume(6, stored, ExplorationWatch())
     [*_, (rolled, _)] = drive(recovery, ExplorationWatch(), [COLLAPSED] * 3, first=7)
     assert "weights back to those the run resumed with, that sampled step 7 (rollback_to = 'start'" in rolled.line()
 

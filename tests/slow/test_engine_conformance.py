@@ -8,6 +8,7 @@ the trainer does at step 1), and their mismatch KL (the trainer's `mismatch_kl`)
 """
 
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -222,3 +223,40 @@ def test_lora_load_and_unload(engine, reference, tmp_path):
         gone = httpx.post(f"{engine.base_url}/chat/completions", timeout=60, headers=AUTH,
                           json={"model": adapter, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})
         assert gone.status_code == 404
+
+
+def test_an_in_flight_update_changes_the_tokens_after_it(engine, reference, tmp_path):
+    """Changed weights loaded while a reply decodes (`in_flight`, the orchestrator's in-flight updates): the reply
+    goes on, its `weight_versions` spans say where the new version took over, the tokens before that are the old
+    weights' (teacher forcing on them matches the served logprobs), and those after it are not."""
+    model, _ = reference
+    story = [{"role": "user", "content": "Write a very long story about a dragon."}]
+    request = {"max_tokens": 200, "temperature": 0, "logprobs": True, "return_token_ids": True}
+    started = time.perf_counter()
+    alone = chat(engine, story, **request)["choices"][0]
+    decoding_s = time.perf_counter() - started
+    assert alone["finish_reason"] == "length", "the reply must outlast the update: it ended before max_tokens"
+    state = {k: v * 1.5 for k, v in model.state_dict().items() if k.endswith(("norm.weight", "up_proj.weight"))}
+    save_file(state, tmp_path / "model.safetensors")
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(chat, engine, story, **request)
+            time.sleep(decoding_s / 4)
+            r = httpx.post(f"{engine.url}/update_weights", headers=AUTH, timeout=600,
+                           json={"path": str(tmp_path), "version": 10, "in_flight": True})
+            assert r.status_code == 200, r.text
+            body = running.result()
+    finally:
+        update(engine, resolve_model(DEFAULT_MODEL), 11)
+    choice = body["choices"][0]
+    spans = choice["weight_versions"]
+    assert len(spans) == 2 and spans[1]["version"] == "10", f"the reply did not span the update: {spans}"
+    swap = spans[1]["start"]
+    print(f"{engine.backend}: {len(alone['token_ids'])} tokens in {decoding_s:.1f} s alone; "
+          f"the update took over at {swap}")
+    assert spans[0] == {"version": spans[0]["version"], "start": 0, "end": swap} and spans[1]["end"] == 200
+    served = torch.tensor([e["logprob"] for e in choice["logprobs"]["content"]])
+    old = teacher_forced(model, body["prompt_token_ids"], choice["token_ids"])
+    assert choice["token_ids"][:swap] == alone["token_ids"][:swap]  # greedy: the old weights' reply until the swap
+    assert torch.allclose(served[:swap], old[:swap], atol=TOLERANCE)
+    assert (served[swap:] - old[swap:]).abs().max() > 10 * TOLERANCE  # the new weights made the rest

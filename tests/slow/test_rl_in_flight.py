@@ -5,8 +5,8 @@ policy version. Its groups alternate between short and long stories that all sco
 its weights a moment after each batch, while a long story started before it still generates (with a task that
 trained, or whose groups finished together, the update could land between replies: CI failed twice so). The
 trainer trains nothing, so the versions carry the same weights: this is the engine's and the store's
-bookkeeping (the embedded engine's swap of changed weights under running requests:
-tests/unit/inference/test_inference_engine.py; vLLM's is not tested with changed weights)."""
+bookkeeping (both engines' swap of changed weights under a running reply, through their HTTP routes:
+tests/slow/test_engine_conformance.py, `test_an_in_flight_update_changes_the_tokens_after_it`)."""
 
 import json
 import subprocess

@@ -58,9 +58,9 @@ def chat(engine, messages, model=None, **body):
     return r.json()
 
 
-def update(engine, path, version):
-    r = httpx.post(f"{engine.url}/update_weights", json={"path": str(path), "version": version}, timeout=600,
-                   headers=AUTH)
+def update(engine, path, version, in_flight=False):
+    r = httpx.post(f"{engine.url}/update_weights", timeout=600, headers=AUTH,
+                   json={"path": str(path), "version": version, "in_flight": in_flight})
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -242,9 +242,7 @@ def test_an_in_flight_update_changes_the_tokens_after_it(engine, reference, tmp_
         with ThreadPoolExecutor(1) as pool:
             running = pool.submit(chat, engine, story, **request)
             time.sleep(decoding_s / 4)
-            r = httpx.post(f"{engine.url}/update_weights", headers=AUTH, timeout=600,
-                           json={"path": str(tmp_path), "version": 10, "in_flight": True})
-            assert r.status_code == 200, r.text
+            update(engine, tmp_path, 10, in_flight=True)
             body = running.result()
     finally:
         update(engine, resolve_model(DEFAULT_MODEL), 11)

@@ -11,7 +11,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 PY312 := $(shell pyenv root 2>/dev/null)/versions/3.12.1/bin/python
 VENV312 := .venv312
 ENV_SIDE_DEPS := 'openai[aiohttp]>=2.54' httpx aiohttp fastapi uvicorn jinja2 'pydantic>=2.7' pydantic-settings loguru rich tomli-w tqdm \
-	pytest pytest-asyncio pytest-timeout
+	pytest pytest-asyncio pytest-timeout pytest-xdist
 STAMP312 := $(VENV312)/.installed
 
 .PHONY: install vllm venv312 demo lint docs unit test test312 gpu-path bench clean
@@ -86,13 +86,13 @@ test: install lint vllm /usr/bin/chromium test312 gpu-path
 # The code a GPU runs, on the CPU (docs/scaling.md): bfloat16 through FSDP2's mixed-precision policy and
 # flex_attention with block masks, a kernel-contract check on every attention call of the trainer and the
 # engine in `looprl rl` runs (KL reference, LoRA, prompt trees, resume), flex against sdpa, no recompiles
-# (under 4 minutes on 2 idle cores).
-gpu-path: install
-	$(PY) -m pytest -q -m gpu_path tests/gpu_path
+# (about 8 minutes on 2 idle cores; its vLLM test compiles vLLM's model into vLLM's cache the first time).
+gpu-path: install vllm
+	$(PY) -m pytest -q -m gpu_path tests/gpu_path -n 2 --dist loadfile
 
 # The interop tests against the real benchmax and verifiers (Python 3.12, no torch).
 test312: venv312
-	$(VENV312)/bin/python -m pytest -q -p no:cacheprovider tests/interop
+	$(VENV312)/bin/python -m pytest -q -p no:cacheprovider tests/interop -n 2 --dist loadfile
 
 bench: install
 	$(PY) bench/runtime.py

@@ -95,17 +95,17 @@ def scored(reason: str) -> bool:
     return reason in {"finished", "output_exceeded", "context_exceeded", "max_turns_exceeded"}
 
 
-def vf_eval(tmp_path, reply, n: int, agent_flags=()) -> dict[str, list]:
-    """verifiers' own figures: `vf-eval` with two rollouts per task, its traces mapped by looprl's table."""
+def vf_eval(tmp_path, reply, n: int, agent_flags=(), rollouts: int = 2) -> dict[str, list]:
+    """verifiers' own figures: `vf-eval` with `rollouts` per task, its traces mapped by looprl's table."""
     from verifiers.v1.utils.trace_store import read_episodes
 
     out = tmp_path / "vf-eval"
     env = {**os.environ, "PATH": os.pathsep.join([str(BIN), os.environ["PATH"]])}
     with ScriptedServer(reply) as server:
         proc = subprocess.run(
-            [str(BIN / "vf-eval"), ENV_ID, "-n", str(n), "-r", "2", "--model", "scripted", "--client.base-url",
-             server.base_url, "--client.api-key-var", "LOOPRL_TEST_NO_KEY", *VF_LOCAL, *agent_flags, "--no-push",
-             "--no-rich", "--output-dir", str(out), "--run.name", "reference"],
+            [str(BIN / "vf-eval"), ENV_ID, "-n", str(n), "-r", str(rollouts), "--model", "scripted",
+             "--client.base-url", server.base_url, "--client.api-key-var", "LOOPRL_TEST_NO_KEY", *VF_LOCAL,
+             *agent_flags, "--no-push", "--no-rich", "--output-dir", str(out), "--run.name", "reference"],
             capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     triples = []
@@ -117,26 +117,27 @@ def vf_eval(tmp_path, reply, n: int, agent_flags=()) -> dict[str, list]:
     return figures(triples)
 
 
-def looprl_eval(tmp_path, reply, n: int, env_args=None, split="train") -> tuple[dict[str, list], Path]:
+def looprl_eval(tmp_path, reply, n: int, env_args=None, split="train",
+                rollouts: int = 2) -> tuple[dict[str, list], Path]:
     out = tmp_path / "looprl"
     with ScriptedServer(reply) as server:
         looprl("eval", f"vf:{ENV_ID}", "--env-args", json.dumps(env_args or {}), "--base-url", server.base_url,
-               "-n", str(n), "-r", "2", "--split", split, "--output", str(out))
+               "-n", str(n), "-r", str(rollouts), "--split", split, "--output", str(out))
     rows = [json.loads(line) for line in looprl("rollouts", str(out), "--json").stdout.splitlines()]
     return figures((question(r["messages"]), r["termination_reason"], r["rewards"], r["reward"] or 0.0)
                    for r in rows), out
 
 
 Q = "What is {} + {}? Use the add_tool_add tool."
-EXPECTED = {
-    Q.format(2, 3): [("finished", {"correct": 1.0, "reply_chars": 1.0, "used_tool": 1.0}, 1.5)] * 2,
-    Q.format(-1, 4): [("finished", {"correct": 1.0, "reply_chars": 1.0, "used_tool": 0.0}, 1.0)] * 2,
-    Q.format(20, 22): [("finished", {"correct": 0.0, "reply_chars": 0.0, "used_tool": 1.0}, 0.5)] * 2,  # @vf.stop
-    Q.format(5, 5): [("output_exceeded", {"correct": 0.0, "reply_chars": 1.0, "used_tool": 0.0}, 0.0)] * 2,
+EXPECTED = {  # each task's rollouts: (termination reason, reward components, total)
+    Q.format(2, 3): ("finished", {"correct": 1.0, "reply_chars": 1.0, "used_tool": 1.0}, 1.5),
+    Q.format(-1, 4): ("finished", {"correct": 1.0, "reply_chars": 1.0, "used_tool": 0.0}, 1.0),
+    Q.format(20, 22): ("finished", {"correct": 0.0, "reply_chars": 0.0, "used_tool": 1.0}, 0.5),  # @vf.stop
+    Q.format(5, 5): ("output_exceeded", {"correct": 0.0, "reply_chars": 1.0, "used_tool": 0.0}, 0.0),
 }
-MAX_TURNS_2 = {**EXPECTED, Q.format(20, 22): [("max_turns_exceeded", {"correct": 0.0, "reply_chars": 0.0,
-                                                                      "used_tool": 1.0}, 0.5)] * 2}
-REFUSED = {**EXPECTED, Q.format(-1, 4): [("model_error", {}, 0.0)] * 2}
+MAX_TURNS_2 = {**EXPECTED, Q.format(20, 22): ("max_turns_exceeded", {"correct": 0.0, "reply_chars": 0.0,
+                                                                     "used_tool": 1.0}, 0.5)}
+REFUSED = {**EXPECTED, Q.format(-1, 4): ("model_error", {}, 0.0)}
 CASES = {
     "defaults": (add_reply, {}, (), EXPECTED),
     "agent override": (add_reply, {"agent": {"max_turns": 2}}, ("--env.agent.max-turns", "2"), MAX_TURNS_2),
@@ -146,9 +147,13 @@ CASES = {
 
 @pytest.mark.parametrize("case", CASES)
 def test_looprl_eval_gives_vf_eval_figures(tmp_path, case, add_run):
+    """The shared run has two rollouts a task; the other cases one (each rollout starts its harness and tool server
+    processes, the cost of these tests)."""
     reply, env_args, agent_flags, expected = CASES[case]
-    assert vf_eval(tmp_path, reply, 4, agent_flags) == expected
-    ours = add_run[0] if case == "defaults" else looprl_eval(tmp_path, reply, 4, env_args)[0]
+    rollouts = 2 if case == "defaults" else 1
+    expected = {q: [outcome] * rollouts for q, outcome in expected.items()}
+    assert vf_eval(tmp_path, reply, 4, agent_flags, rollouts) == expected
+    ours = add_run[0] if case == "defaults" else looprl_eval(tmp_path, reply, 4, env_args, rollouts=rollouts)[0]
     assert ours == expected
 
 
@@ -176,7 +181,7 @@ def test_records_tool_calls_and_model_calls_land_on_their_rollouts(add_run):
 
 
 def test_split_reaches_the_taskset_split_field(tmp_path):
-    got, _ = looprl_eval(tmp_path, add_reply, 2, split="eval")
+    got, _ = looprl_eval(tmp_path, add_reply, 2, split="eval", rollouts=1)
     assert set(got) == {Q.format(7, 8), Q.format(1, 1)}
 
 

@@ -59,6 +59,23 @@ def test_no_lora_no_tool_parser(tiny_model_dir):
     assert "--enable-lora" not in flags and "--tool-call-parser" not in flags
 
 
+@pytest.mark.parametrize("gpus,users", [("", None), ("", "1"), ("0", None)])
+def test_on_the_cpu_vllm_compiles_into_the_cache_it_can_load(tiny_model_dir, monkeypatch, gpus, users):
+    """The CPU build's AOT compile cache fails to load, so there vLLM uses its own cache instead (unless the
+    user chose); on GPUs, where the AOT cache loads, vLLM's default stands."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", gpus)
+    if users is None:
+        monkeypatch.delenv(launch.AOT_COMPILE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(launch.AOT_COMPILE_ENV, users)
+    engine = engine_process(InferenceConfig(backend="vllm", vllm_python="python"), str(tiny_model_dir))
+    try:
+        expected = users or ("0" if not gpus else None)
+        assert engine.environment().get(launch.AOT_COMPILE_ENV) == expected
+    finally:
+        engine.stop()
+
+
 def test_vllm_python_resolution(tmp_path, monkeypatch):
     assert vllm_python("/given/python") == "/given/python"
     monkeypatch.chdir(tmp_path)

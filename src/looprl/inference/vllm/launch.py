@@ -54,6 +54,11 @@ LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 """The `--max-lora-rank` values vLLM accepts."""
 CPU_KV_CACHE_GIB = "1"
 """KV cache of the CPU build (`VLLM_CPU_KVCACHE_SPACE`) unless set: its default reserves most of the RAM."""
+AOT_COMPILE_ENV = "VLLM_USE_AOT_COMPILE"
+"""Set to 0 on the CPU unless the user set it: vLLM's own torch.compile cache instead of its AOT one. The CPU
+build (0.32, torch 2.13) saves AOT artifacts it then fails to load ("'function' object has no attribute
+'finalize_loading'"), so every start compiled the model again (3-5 minutes on two cores); with vLLM's own
+cache the first start on a machine compiles and the later ones load what it saved (docs/inference.md)."""
 
 
 def vllm_python(configured: str | None = None) -> str:
@@ -123,12 +128,16 @@ class VllmProcess(EngineProcess):
             command += ["--enable-lora", "--max-lora-rank", str(max_lora_rank(self.lora_rank)), "--max-loras", "2"]
         return command + parallel + self.extra_args
 
+    def gpu_count(self) -> int:
+        """The engine's GPUs: `gpus`, else the deployment's `inference_gpus` (`launch.placement` sets
+        `CUDA_VISIBLE_DEVICES`); 0 on the CPU."""
+        if self.gpus is not None:
+            return self.gpus
+        return len([g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()])
+
     def parallel_args(self) -> list[str]:
         """`--tensor-parallel-size` and `--data-parallel-size` over the engine's GPUs (none on the CPU)."""
-        gpus = self.gpus
-        if gpus is None:  # the deployment's `inference_gpus` (`launch.placement`)
-            gpus = len([g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()])
-        tp = self.tensor_parallel_size
+        gpus, tp = self.gpu_count(), self.tensor_parallel_size
         if gpus == 0 and tp == 1:
             return []
         if gpus % tp:
@@ -151,6 +160,8 @@ class VllmProcess(EngineProcess):
             package.symlink_to(Path(looprl.__file__).resolve().parent)
         env["PYTHONPATH"] = str(package.parent)
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
+        if self.gpu_count() == 0:
+            env.setdefault(AOT_COMPILE_ENV, "0")
         if self.secret:  # vLLM's --api-key, which then guards /v1; `routes` checks it on every other route
             env[API_KEY_ENV] = self.secret
         else:  # a key in the user's environment would make vLLM refuse clients that were given none

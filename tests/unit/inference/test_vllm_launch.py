@@ -60,9 +60,9 @@ def test_no_lora_no_tool_parser(tiny_model_dir):
 
 
 @pytest.mark.parametrize("gpus,users", [("", None), ("", "1"), ("0", None)])
-def test_on_the_cpu_vllm_compiles_into_the_cache_it_can_load(tiny_model_dir, monkeypatch, gpus, users):
-    """The CPU build's AOT compile cache fails to load, so there vLLM uses its own cache instead (unless the
-    user chose); on GPUs, where the AOT cache loads, vLLM's default stands."""
+def test_on_the_cpu_vllm_compiles_into_a_cache_it_can_load(tiny_model_dir, monkeypatch, gpus, users):
+    """The CPU build's AOT compile artifacts fail to load, so there vLLM compiles without AOT, into torch's
+    inductor cache (unless the user chose); on GPUs vLLM's default stands."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", gpus)
     if users is None:
         monkeypatch.delenv(launch.AOT_COMPILE_ENV, raising=False)

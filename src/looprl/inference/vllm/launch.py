@@ -55,10 +55,10 @@ LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 CPU_KV_CACHE_GIB = "1"
 """KV cache of the CPU build (`VLLM_CPU_KVCACHE_SPACE`) unless set: its default reserves most of the RAM."""
 AOT_COMPILE_ENV = "VLLM_USE_AOT_COMPILE"
-"""Set to 0 on the CPU unless the user set it: vLLM's own torch.compile cache instead of its AOT one. The CPU
-build (0.32, torch 2.13) saves AOT artifacts it then fails to load ("'function' object has no attribute
-'finalize_loading'"), so every start compiled the model again (3-5 minutes on two cores); with vLLM's own
-cache the first start on a machine compiles and the later ones load what it saved (docs/inference.md)."""
+"""Set to 0 on the CPU unless the user set it: no AOT compilation there. The CPU build (0.32, torch 2.13) saves
+AOT artifacts it then fails to load ("'function' object has no attribute 'finalize_loading'"), and every start
+compiled the model again (3-5 minutes on two cores); without AOT the first start on a machine compiles and
+the later ones find the kernels in torch's inductor cache (docs/inference.md)."""
 
 
 def vllm_python(configured: str | None = None) -> str:

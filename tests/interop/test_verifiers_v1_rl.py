@@ -11,6 +11,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+from tests.slow.test_rl_bundled_model import check_on_policy_steps
 from tests.support.verifiers_line import require_v1
 
 require_v1()
@@ -62,6 +63,10 @@ def test_rl_two_steps_on_a_v1_env(tmp_path):
 
 @pytest.mark.slow
 def test_rl_two_steps_on_a_v1_env_with_the_bundled_model_on_vllm(tmp_path):
-    """The real model through vLLM's CPU build (the embedded engine runs the same env in the test above; the
-    bundled model on it in tests/slow/test_rl_bundled_model.py)."""
-    check_run(run_rl(tmp_path, "smollm2-135m-instruct", "vllm"))
+    """The real model through vLLM's CPU build (the embedded engine runs the same env in the test above, and
+    the bundled model on the demo env in tests/slow/test_rl_bundled_model.py, whose checks of the steps hold
+    here too): `looprl rl`'s one run on vLLM."""
+    out = run_rl(tmp_path, "smollm2-135m-instruct", "vllm")
+    check_run(out)
+    check_on_policy_steps(out)
+    assert "vllm.entrypoints" in (out / "logs" / "inference.log").read_text()  # vLLM's server served the run

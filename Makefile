@@ -14,7 +14,7 @@ ENV_SIDE_DEPS := 'openai[aiohttp]>=2.54' httpx aiohttp fastapi uvicorn jinja2 'p
 	pytest pytest-asyncio pytest-timeout pytest-xdist
 STAMP312 := $(VENV312)/.installed
 
-.PHONY: install vllm venv312 demo lint docs unit test test312 gpu-path bench clean
+.PHONY: install vllm venv312 deps demo lint docs unit test test312 gpu-path bench clean
 
 install: $(STAMP)
 
@@ -74,13 +74,18 @@ DOCS_BUILD := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 docs: install
 	$(DOCS_BUILD)
 
+# What `make test` needs, installed side by side (three pip installs and apt on 2 cores: a few minutes less
+# than one after another).
+deps:
+	$(MAKE) -j4 install vllm venv312 /usr/bin/chromium
+
 # The contributor's loop: the unit tests without lint, slow or browser tests (under 2 minutes on 2 idle cores).
 unit: install
 	$(PY) -m pytest -q tests/unit -m "not slow and not browser" -n 2
 
 # Two pytest workers (pytest-xdist), each test file on one of them: most tests wait on processes they start
 # (engines, env servers, `looprl rl` runs), so the second core is busy while the first waits.
-test: install lint vllm /usr/bin/chromium test312 gpu-path
+test: deps lint test312 gpu-path
 	$(PY) -m pytest -q -m "not gpu_path" -n 2 --dist loadfile --durations=25
 
 # The code a GPU runs, on the CPU (docs/scaling.md): bfloat16 through FSDP2's mixed-precision policy and

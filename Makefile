@@ -91,7 +91,7 @@ test: deps lint test312 gpu-path
 # The code a GPU runs, on the CPU (docs/scaling.md): bfloat16 through FSDP2's mixed-precision policy and
 # flex_attention with block masks, a kernel-contract check on every attention call of the trainer and the
 # engine in `looprl rl` runs (KL reference, LoRA, prompt trees, resume), flex against sdpa, no recompiles
-# (about 8 minutes on 2 idle cores; its vLLM test compiles vLLM's model into vLLM's cache the first time).
+# (8 to 11 minutes on 2 idle cores; on a machine's first run its vLLM test compiles vLLM's model, into torch's cache).
 gpu-path: install vllm
 	$(PY) -m pytest -q -m gpu_path tests/gpu_path -n 2 --dist loadfile
 

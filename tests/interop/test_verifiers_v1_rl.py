@@ -11,10 +11,11 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from tests.slow.test_rl_bundled_model import check_on_policy_steps
 from tests.support.verifiers_line import require_v1
 
 require_v1()
+from tests.slow.test_rl_bundled_model import check_on_policy_steps  # noqa: E402 (imports torch, which 3.12 lacks)
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = Path(__file__).parent / "envs" / "verifiers_v1" / "add_tool_v1"
 WEIGHTS = {"correct": 1.0, "used_tool": 0.5, "reply_chars": 0.0}

@@ -2,12 +2,12 @@
 trainer. On vLLM (the CPU build in `.venv-vllm`) the same checks run on a verifiers 0.4 env, whose replies
 also stream through the gateway: tests/interop/test_verifiers_v1_rl.py."""
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tests.integration.test_rl_cli import metric_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -15,9 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def check_on_policy_steps(out: Path) -> list[dict]:
     """Two stored steps, the first on-policy (engine and trainer agree on the same weights), the final eval on
     the last step's weights; the steps' metrics."""
-    rows = [json.loads(line) for line in subprocess.run(
-        [sys.executable, "-m", "looprl.cli", "metrics", str(out), "--json"], cwd=ROOT, capture_output=True,
-        text=True, check=True).stdout.splitlines()]
+    rows = metric_rows(out)
     assert [r["step"] for r in rows] == [1, 2]
     assert abs(rows[0]["train/mismatch_kl"]) < 1e-3
     assert rows[1]["eval/policy_version"] == 2

@@ -37,6 +37,7 @@ escalation to a rollback (pinned, whatever the default), the rollback;
         [--looprl-args "--orchestrator.max_off_policy_steps 0"]
         [--stop-at 0.95 [--stop-window 3]] [--out runs/bench-learning]
     .venv/bin/python bench/learning.py --summarize runs/bench-learning/*/results.json   # again, no runs
+    .venv/bin/python bench/learning.py --tasks large_number --per-class runs/bench-learning/large_number/looprl-0
 """
 
 from __future__ import annotations
@@ -199,6 +200,25 @@ def looprl_class_rewards(out: Path, arg: str) -> ClassRewards:
         for step, example, reward in rows:
             _add(per.setdefault(str(step), {}), json.loads(example)[arg], reward or 0.0)
     return per
+
+
+def per_class_steps(out: Path, arg: str) -> list[str]:
+    """A looprl run, step by step: the train reward per class of `arg` (on `large_number` the share of right answers
+    on the no- and on the yes-questions, which shows a collapse onto one answer and its swings), the share of groups
+    without signal, and what collapse recovery did after the step."""
+    per = looprl_class_rewards(out, arg)
+    with sqlite3.connect(f"file:{out / 'looprl.db'}?mode=ro", uri=True, timeout=5) as db:
+        metrics = {str(step): json.loads(m) for step, m in db.execute("SELECT step, metrics FROM steps")}
+    lines = []
+    for step in sorted(per, key=int):
+        m = metrics.get(step, {})
+        classes = " ".join(f"{cls} {total / count:.2f}" for cls, (total, count) in sorted(per[step].items()))
+        actions = [key.removeprefix("collapse/") for key in ("collapse/raise", "collapse/decay", "collapse/give_up",
+                                                            "collapse/rollback") if m.get(key)]
+        signal = f"{m['no_signal_frac']:.2f}" if "no_signal_frac" in m else "-"
+        lines.append(f"step {step:>4}  {classes}  | groups without signal {signal}"
+                     + (f"  | {', '.join(actions)}" if actions else ""))
+    return lines
 
 
 def trl_class_rewards(out: Path, arg: str, weights: dict[str, float]) -> ClassRewards:
@@ -372,6 +392,7 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         ("max grad norm", str(t.optim.max_grad_norm), str(trl.max_grad_norm)),
         ("weight decay", str(t.optim.weight_decay), str(trl.weight_decay)),
         ("Adam betas", str(tuple(t.optim.betas)), str((trl.adam_beta1, trl.adam_beta2))),
+        ("Adam epsilon", f"{t.optim.eps:g}", f"{trl.adam_epsilon:g}"),
         ("KL coefficient", str(t.loss.kl_coef), str(trl.beta)),
         ("entropy bonus coefficient", str(t.loss.entropy_coef), "0.0"),
         ("collapse recovery", f"{o.collapse.method}{escalating} (looprl-recovery: temperature alone, "
@@ -695,12 +716,22 @@ def main() -> None:
     parser.add_argument("--plot", help="PNG path (default: OUT/TASK/learning.png; one task only)")
     parser.add_argument("--summarize", nargs="+", help="print the summaries, plots and matrix of results.json files, "
                         "run nothing")
+    parser.add_argument("--per-class", nargs="+", metavar="RUN_DIR", help="print looprl runs step by step: the train "
+                        "reward per class of the first of --tasks with classes (large_number), the share of groups "
+                        "without signal, collapse recovery's actions; run nothing")
     parser.add_argument("--task", help=argparse.SUPPRESS)  # the TRL worker's task
     parser.add_argument("--trl-worker", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.chdir(ROOT)
     if args.trl_worker is not None:
         return trl_worker(args)
+    if args.per_class:
+        arg = next((CLASS_ARG[t] for t in args.tasks if t in CLASS_ARG), None)
+        if arg is None:
+            parser.error(f"--per-class needs a task with classes in --tasks: {', '.join(sorted(CLASS_ARG))}")
+        for run in args.per_class:
+            print("\n".join([run, *per_class_steps(Path(run), arg)]))
+        return None
     done = []
     for task in args.tasks if not args.summarize else args.summarize:
         if args.summarize:

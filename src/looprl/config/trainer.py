@@ -129,7 +129,8 @@ class LossConfig(Strict):
     entropy_coef: float = Field(0.0, ge=0)
     """Entropy bonus: loss -= entropy_coef * the policy's entropy (over the whole vocabulary) at each loss
     token, averaged by `normalization` like the policy loss, so a policy whose replies all become alike is
-    pushed to keep exploring. 0 (the default): no bonus, and no entropy gradient is computed."""
+    pushed to keep exploring. Like the policy loss, it trains only the groups with signal (docs/training.md,
+    "Losses"). 0 (the default): no bonus, and no entropy gradient is computed."""
     correction: TisCorrection | MisCorrection | None = Field(None, discriminator="type")
     """Rollout correction (`[trainer.loss.correction]`, `type` tis or mis), separate from the objective:
     the objective's ratio is then taken against the trainer's own logprobs before the update and each
@@ -152,6 +153,10 @@ class OptimConfig(Strict):
     """AdamW's decoupled weight decay."""
     betas: tuple[float, float] = (0.9, 0.999)
     """AdamW's (beta1, beta2)."""
+    eps: float = Field(1e-8, gt=0)
+    """AdamW's epsilon, added to the root of the second-moment estimate. A parameter whose gradients stay well
+    below it moves by about lr * gradient / eps instead of about lr, so a larger eps keeps the many parameters
+    with tiny gradients (most of a model's in an RL step) nearly still."""
     warmup_steps: int = Field(0, ge=0)
     """Linear warmup: step k trains at lr * min(1, k / warmup_steps), so the first step already learns."""
     schedule: Literal["constant", "linear", "cosine"] = "constant"

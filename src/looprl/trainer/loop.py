@@ -84,7 +84,7 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0, weights_region: Path
     if tcfg.loss.kl_coef > 0:
         reference, _ = load_policy(cfg.model.name, kernel, on_meta=ranks.on_meta)
         ref_model = parallel.prepare(as_reference(reference), ranks)
-    optimizer = build_optimizer(model, tcfg.optim.lr, tcfg.optim.weight_decay, tcfg.optim.betas)
+    optimizer = build_optimizer(model, tcfg.optim.lr, tcfg.optim.weight_decay, tcfg.optim.betas, tcfg.optim.eps)
     scheduler = build_scheduler(optimizer, tcfg.optim.warmup_steps, tcfg.optim.schedule, cfg.max_steps,
                                 tcfg.optim.min_lr_ratio)
     broadcast.guard(optimizer)

@@ -22,9 +22,9 @@ Schedule = Literal["constant", "linear", "cosine"]
 
 
 def build_optimizer(model: Any, lr: float = 1e-6, weight_decay: float = 0.0,
-                    betas: tuple[float, float] = (0.9, 0.999)) -> torch.optim.AdamW:
+                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> torch.optim.AdamW:
     params = [p for p in model.parameters() if p.requires_grad]
-    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, betas=betas, fused=True)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, betas=betas, eps=eps, fused=True)
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int = 0, schedule: Schedule = "constant",

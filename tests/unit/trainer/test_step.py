@@ -119,3 +119,17 @@ def test_a_rollout_correction_reports_its_weights(model):
     assert metrics["is_masked_frac"] == 0.0
     plain = train_step(model, optimizer, build_scheduler(optimizer), pack([sample], 64), truncated.token_loss)
     assert "is_weight" not in plain
+
+
+def test_a_larger_adam_epsilon_keeps_parameters_with_tiny_gradients_nearly_still():
+    """`trainer.optim.eps`: with the default a gradient of 1e-7 moves its parameter by about lr, as a large one
+    does; with eps 1e-4 by about lr * 1e-3 (the first AdamW step moves by lr * g / (|g| + eps))."""
+    moved = {}
+    for eps in (1e-8, 1e-4):
+        weight = torch.nn.Parameter(torch.zeros(2))
+        optimizer = build_optimizer(torch.nn.ParameterList([weight]), lr=1.0, eps=eps)
+        weight.grad = torch.tensor([1e-7, 1.0])
+        optimizer.step()
+        moved[eps] = (-weight.detach()).tolist()
+    assert moved[1e-8] == pytest.approx([0.9, 1.0], rel=0.1)
+    assert moved[1e-4][0] == pytest.approx(1e-3, rel=0.01) and moved[1e-4][1] == pytest.approx(1.0, rel=1e-3)

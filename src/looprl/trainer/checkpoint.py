@@ -133,6 +133,12 @@ def load_weights(run_dir: Path, step: int, model: Any) -> None:
     model.load_state_dict(weights, strict=False)  # a tied lm_head is not saved; it follows the embeddings
 
 
+CONFIGURED = ("betas", "eps", "weight_decay")
+"""AdamW's settings that a resume takes from the run's config (`trainer.optim`), not from the checkpoint: the saved
+optimizer state carries its parameter groups' settings, which would otherwise quietly override a changed config
+(the learning rate is the schedule's, restored with it)."""
+
+
 def load_trainer_state(run_dir: Path, step: int, model: Any, optimizer: torch.optim.Optimizer,
                        scheduler: torch.optim.lr_scheduler.LRScheduler,
                        ranks: Ranks | None = None) -> tuple[dict[str, Any], bool]:
@@ -148,9 +154,12 @@ def load_trainer_state(run_dir: Path, step: int, model: Any, optimizer: torch.op
         )
 
         check_metadata(path / OPTIMIZER_DIR)  # DCP unpickles it
+        configured = [{key: group[key] for key in CONFIGURED} for group in optimizer.param_groups]
         optim_state = get_optimizer_state_dict(model, optimizer)
         dcp.load(optim_state, checkpoint_id=path / OPTIMIZER_DIR, no_dist=not torch.distributed.is_initialized())
         set_optimizer_state_dict(model, optimizer, optim_state_dict=optim_state)
+        for group, settings in zip(optimizer.param_groups, configured):
+            group.update(settings)
     saved = torch.load(path / STATE_FILE, weights_only=True)  # never unpickle code from the run directory
     scheduler.load_state_dict(saved["scheduler"])
     if not restored:  # the groups' learning rates are part of the optimizer's state: without it, the schedule's

@@ -53,6 +53,22 @@ def test_resume_continues_exactly(tmp_path, tokenizer):
         torch.testing.assert_close(tensor, expected[name])
 
 
+def test_a_resume_takes_adams_settings_from_the_config_and_its_moments_from_the_checkpoint(tmp_path, tokenizer):
+    """`--resume` with another `trainer.optim.{betas,eps,weight_decay}` runs on the new settings (the saved optimizer
+    state carries the old ones in its parameter groups), and keeps the saved moments."""
+    model, optimizer, scheduler = _trained(2)
+    save_checkpoint(tmp_path, 2, model, tokenizer, optimizer, scheduler, progress={})
+    fresh = tiny_model(seed=1)
+    fresh_opt = build_optimizer(fresh, lr=1e-2, weight_decay=0.1, betas=(0.5, 0.99), eps=1e-5)
+    fresh_sched = build_scheduler(fresh_opt, warmup_steps=3)
+    load_weights(tmp_path, 2, fresh)
+    _, restored = load_trainer_state(tmp_path, 2, fresh, fresh_opt, fresh_sched)
+    group = fresh_opt.param_groups[0]
+    assert restored and (group["betas"], group["eps"], group["weight_decay"]) == ((0.5, 0.99), 1e-5, 0.1)
+    saved = optimizer.state_dict()["state"][0]["exp_avg"]
+    torch.testing.assert_close(fresh_opt.state_dict()["state"][0]["exp_avg"], saved)
+
+
 def test_a_weights_only_checkpoint_resumes_at_the_schedules_learning_rate(tmp_path, tokenizer):
     """Without the optimizer's state (`final_optimizer = false`) the first resumed step still uses the saved
     schedule's learning rate (mid-warmup here, and lowered by a collapse recovery's rollback), not the

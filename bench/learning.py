@@ -167,17 +167,20 @@ def run_looprl(args: argparse.Namespace, seed: int, out: Path, system: str = "lo
     return [(t, step, *rewards[step]) for step, t in _batch_written(out, started).items() if step in rewards]
 
 
-def _step_rewards(out: Path) -> dict[int, tuple[float, float | None]]:
-    """Each finished step's mean train reward and share of groups without signal, from the run's store
-    (empty before the first step)."""
+def _step_metrics(out: Path) -> dict[int, dict[str, Any]]:
+    """Each finished step's metrics, from the run's store (empty before the first step)."""
     if not (out / "looprl.db").exists():
         return {}
     try:
         with sqlite3.connect(f"file:{out / 'looprl.db'}?mode=ro", uri=True, timeout=5) as db:
-            rows = {step: json.loads(m) for step, m in db.execute("SELECT step, metrics FROM steps")}
-            return {step: (m["reward"], m.get("no_signal_frac")) for step, m in rows.items()}
+            return {step: json.loads(m) for step, m in db.execute("SELECT step, metrics FROM steps")}
     except sqlite3.OperationalError:  # the run has not created its tables yet
         return {}
+
+
+def _step_rewards(out: Path) -> dict[int, tuple[float, float | None]]:
+    """Each finished step's mean train reward and share of groups without signal."""
+    return {step: (m["reward"], m.get("no_signal_frac")) for step, m in _step_metrics(out).items()}
 
 
 def _batch_written(out: Path, started: float) -> dict[int, float]:
@@ -206,12 +209,10 @@ def per_class_steps(out: Path, arg: str) -> list[str]:
     """A looprl run, step by step: the train reward per class of `arg` (on `large_number` the share of right answers
     on the no- and on the yes-questions, which shows a collapse onto one answer and its swings), the share of groups
     without signal, and what collapse recovery did after the step."""
-    per = looprl_class_rewards(out, arg)
-    with sqlite3.connect(f"file:{out / 'looprl.db'}?mode=ro", uri=True, timeout=5) as db:
-        metrics = {str(step): json.loads(m) for step, m in db.execute("SELECT step, metrics FROM steps")}
+    per, metrics = looprl_class_rewards(out, arg), _step_metrics(out)
     lines = []
     for step in sorted(per, key=int):
-        m = metrics.get(step, {})
+        m = metrics.get(int(step), {})
         classes = " ".join(f"{cls} {total / count:.2f}" for cls, (total, count) in sorted(per[step].items()))
         actions = [key.removeprefix("collapse/") for key in ("collapse/raise", "collapse/decay", "collapse/give_up",
                                                             "collapse/rollback") if m.get(key)]

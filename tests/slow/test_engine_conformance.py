@@ -192,6 +192,14 @@ def test_weight_update_changes_outputs(engine, reference, tmp_path):
     save_file(state, tmp_path / "model.safetensors")
     assert update(engine, tmp_path, 1) == {"version": 1, "path": str(tmp_path), "model": DEFAULT_MODEL}
     assert not torch.allclose(greedy_logprobs(engine), before, atol=1e-2)
+    if engine.backend == "vllm":  # half of a fused layer (gate_up_proj): refused, nothing loaded
+        half = tmp_path / "half"
+        half.mkdir()
+        save_file({"model.layers.0.mlp.up_proj.weight": model.state_dict()["model.layers.0.mlp.up_proj.weight"]},
+                  half / "model.safetensors")
+        r = httpx.post(f"{engine.url}/update_weights", timeout=600, headers=AUTH, json={"path": str(half)})
+        assert r.status_code == 400 and "model.layers.0.mlp.gate_proj.weight" in r.json()["error"]["message"]
+        assert httpx.get(f"{engine.url}/health").json()["weights"]["version"] == 1
     update(engine, resolve_model(DEFAULT_MODEL), 2)
     assert torch.allclose(greedy_logprobs(engine), before, atol=TOLERANCE)
     assert httpx.get(f"{engine.url}/health").json()["weights"]["version"] == 2
@@ -236,7 +244,9 @@ def test_an_in_flight_update_changes_the_tokens_after_it(engine, reference, tmp_
     alone = chat(engine, story, **request)["choices"][0]
     decoding_s = time.perf_counter() - started
     assert alone["finish_reason"] == "length", "the reply must outlast the update: it ended before max_tokens"
-    state = {k: v * 1.5 for k, v in model.state_dict().items() if k.endswith(("norm.weight", "up_proj.weight"))}
+    scaled, whole = ("norm.weight", "up_proj.weight"), ("gate_proj.weight",)  # gate_up_proj is fused: both halves
+    state = {k: v * (1.5 if k.endswith(scaled) else 1.0) for k, v in model.state_dict().items()
+             if k.endswith(scaled + whole)}
     save_file(state, tmp_path / "model.safetensors")
     try:
         with ThreadPoolExecutor(1) as pool:

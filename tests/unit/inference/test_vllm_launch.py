@@ -1,5 +1,6 @@
 """The vLLM backend without vLLM: the command line looprl starts it with, its interpreter, the engine
-factory, and the orchestrator following the model name `/update_weights` answers (LoRA adapters)."""
+factory, the orchestrator following the model name `/update_weights` answers (LoRA adapters), and the
+worker's check that a weights directory holds each fused layer it touches whole."""
 
 import json
 import re
@@ -18,6 +19,7 @@ from looprl.inference.process import EngineProcess
 from looprl.inference.vllm import launch
 from looprl.inference.vllm.launch import VllmProcess, max_lora_rank, vllm_python
 from looprl.inference.vllm.template import model_chat_template
+from looprl.inference.vllm.worker import fused_parts_missing
 from looprl.orchestrator.weight_sync import WeightSync
 
 
@@ -207,3 +209,15 @@ def test_a_tensor_parallel_size_that_does_not_divide_the_attention_heads_is_one_
     assert "\n" not in str(error.value)
     assert "--tensor-parallel-size" in engine_process(cfg.model_copy(update={"tensor_parallel_size": 4}),
                                                       str(tiny_model_dir), gpus=8).parallel_args()
+
+
+def test_a_weights_directory_must_hold_a_fused_layer_whole():
+    """vLLM fills the parts of a fused layer it is not given with uninitialised memory: such a directory is refused."""
+    fused = {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"]}
+    mlp = "model.layers.3.mlp"
+    assert fused_parts_missing([f"{mlp}.up_proj.weight", "model.norm.weight"], fused) == [f"{mlp}.gate_proj.weight"]
+    assert fused_parts_missing([f"{mlp}.gate_proj.weight", f"{mlp}.up_proj.weight", "lm_head.weight"], fused) == []
+    attention = "model.layers.0.self_attn"
+    assert fused_parts_missing([f"{attention}.q_proj.bias"], fused) == [f"{attention}.k_proj.bias",
+                                                                       f"{attention}.v_proj.bias"]
+    assert fused_parts_missing(["up_proj.weight"], fused) == ["gate_proj.weight"]

@@ -10,7 +10,9 @@ looprl.inference.vllm.routes.looprl_routes`).
     generation is paused between two scheduler steps instead (`pause_generation(mode="keep")`): the
     running requests are frozen, the weights change under them and they continue on the new ones with
     their KV cache (and the prefix cache) as the old weights computed it. Either way the engine's weight
-    version label becomes N (`update_weight_version`), which vLLM stamps on every token it samples.
+    version label becomes N (`update_weight_version`), which vLLM stamps on every token it samples. A
+    directory may hold some of the model's tensors only, but each fused layer it touches whole (400
+    otherwise, before anything is loaded: `worker.fused_parts_missing`).
   - a LoRA adapter directory (`adapter_config.json`, what the trainer broadcasts for vLLM with
     `[trainer.lora]`): loaded as a new adapter `{served name}-step-{N}` without touching the base
     weights; `model` in the answer is that name, which requests for these weights must use. The

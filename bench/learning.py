@@ -26,7 +26,10 @@ every seed's reward against seconds and against steps.
 Then the learning matrix (issue 37): per task, the systems side by side, the median and the worst
 seed of the seconds to 80 % and 95 % (3-step mean), of the longest run of steps in which most groups
 carried no signal while the task was unsolved (the 10-step mean reward below 90 %), and how many
-seeds stalled (8 of 10 such steps in a row). `--systems looprl looprl-recovery looprl-rollback` compares
+seeds stalled (8 of 10 such steps in a row). A step whose groups without signal are all solved (every
+rollout at the task's `solved_reward`) does not count, as looprl's collapse watch does not count it
+(`looprl.session.collapse`, `groups_solved`): a policy that solves most questions is not stuck.
+`--systems looprl looprl-recovery looprl-rollback` compares
 collapse recovery's methods (`[orchestrator.collapse]`: the defaults' (the temperature), the temperature without
 escalation to a rollback (pinned, whatever the default), the rollback;
 `--looprl-args "--orchestrator.collapse.method off"` turns it off); defaults are chosen by the worst seed.
@@ -86,7 +89,9 @@ ClassRewards = dict[str, dict[str, list[float]]]
 """Per step (a string: a JSON key), per class: [sum of the rollouts' rewards, rollouts]."""
 Point = tuple[float, int, float, float | None]
 """Seconds since launch, step, the step's mean train reward, the share of its groups without signal (all
-rewards alike: looprl's `no_signal_frac`, TRL's `frac_reward_zero_std`; None in results of older runs)."""
+rewards alike), 0 where those groups are all solved (`stuck_share`); None in results of older runs, and in
+those written before 2026-12-06 solved groups count too (looprl's `no_signal_frac`, TRL's
+`frac_reward_zero_std`)."""
 
 
 def task_env(task: str) -> ModuleType:
@@ -179,8 +184,22 @@ def _step_metrics(out: Path) -> dict[int, dict[str, Any]]:
 
 
 def _step_rewards(out: Path) -> dict[int, tuple[float, float | None]]:
-    """Each finished step's mean train reward and share of groups without signal."""
-    return {step: (m["reward"], m.get("no_signal_frac")) for step, m in _step_metrics(out).items()}
+    """Each finished step's mean train reward and share of groups without signal that do not say the task is
+    solved (the collapse watch's count, `looprl.session.collapse.step_counts`)."""
+    from looprl.session.collapse import step_counts
+
+    counts = {step: (m["reward"], *step_counts(m)) for step, m in _step_metrics(out).items()}
+    return {step: (reward, stuck / max(sampled, 1)) for step, (reward, sampled, stuck) in counts.items()}
+
+
+def stuck_share(totals: Sequence[float], group_size: int, solved: float) -> float:
+    """The share of groups (`group_size` consecutive rollouts' total rewards) without signal, 0 where every such
+    group is all at `solved`: what looprl's collapse watch counts (`looprl.session.collapse`), for a TRL step."""
+    groups = [totals[i : i + group_size] for i in range(0, len(totals), group_size)]
+    alike = [g for g in groups if max(g) - min(g) < 1e-9]
+    if alike and all(min(g) >= solved for g in alike):
+        return 0.0
+    return len(alike) / max(len(groups), 1)
 
 
 def _batch_written(out: Path, started: float) -> dict[int, float]:
@@ -311,6 +330,7 @@ def trl_worker(args: argparse.Namespace) -> None:
     fields = list(example_args(rows[0]))
     dataset = Dataset.from_list([{"prompt": r["prompt_messages"], **example_args(r)} for r in rows] * 50)
     scored_at: list[float] = []  # when each step's rewards were computed (generation done, before training)
+    scored: dict[str, list[float]] = {}  # the last step's rewards, per component
     points: list[Point] = []
     out = Path(args.out)
 
@@ -319,6 +339,7 @@ def trl_worker(args: argparse.Namespace) -> None:
             scored_at.append(time.time() - started)
             example_args = [{f: columns[f][i] for f in fields} for i in range(len(completions))]
             rewards = [env.score(c[-1]["content"].strip(), a)[name] for c, a in zip(completions, example_args)]
+            scored[name] = rewards
             with (out / "completions.jsonl").open("a") as f:  # per rollout, like looprl's store: which examples
                 for a, r in zip(example_args, rewards):  # a policy gets right (one answer for all shows there)
                     f.write(json.dumps({"step": len(points) + 1, "component": name, "example_args": a,
@@ -329,11 +350,17 @@ def trl_worker(args: argparse.Namespace) -> None:
         return reward
 
     stop_level = args.stop_at * max_reward(args.task) if args.stop_at else None
+    weights = reward_weights(args.task)
+    config = trl_config(args.task, args.trl_worker, args.lr, out)
+
+    def step_stuck_share() -> float:  # TRL's step: its generation batch is its batch, a prompt's rollouts in a row
+        totals = [sum(w * scored[c][i] for c, w in weights.items()) for i in range(len(scored[next(iter(weights))]))]
+        return stuck_share(totals, config.num_generations, max_reward(args.task))
 
     class Clock(TrainerCallback):
         def on_log(self, _args, state, control, logs=None, **kw):  # after on_step_end: its stop holds
             if logs and "reward" in logs:
-                points.append((scored_at[-1], state.global_step, logs["reward"], logs.get("frac_reward_zero_std")))
+                points.append((scored_at[-1], state.global_step, logs["reward"], step_stuck_share()))
                 (out / "points.json").write_text(json.dumps(points))
                 (out / "log_history.json").write_text(json.dumps(state.log_history))  # components, entropy
                 if stop_level is not None and first_reached(points, stop_level, args.stop_window) is not None:
@@ -342,10 +369,9 @@ def trl_worker(args: argparse.Namespace) -> None:
         def on_step_end(self, _args, state, control, **kw):
             control.should_training_stop = time.time() - started > args.budget_s
 
-    config = trl_config(args.task, args.trl_worker, args.lr, out)
     trainer = GRPOTrainer(
         model=str(resolve_model(DEFAULT_MODEL)),
-        reward_funcs=[component(c) for c in reward_weights(args.task)],
+        reward_funcs=[component(c) for c in weights],
         args=config,
         train_dataset=dataset,
         callbacks=[Clock()],

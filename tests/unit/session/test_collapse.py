@@ -1,7 +1,14 @@
 """The exploration watch: one warning when most groups carry no signal for several steps in a row."""
 
+import importlib.util
+from pathlib import Path
+
+import pytest
+
 from looprl.session.advantages import GroupAdvantages
-from looprl.session.collapse import ExplorationWatch
+from looprl.session.collapse import ExplorationWatch, step_counts
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def group(*rewards: float | None) -> GroupAdvantages:
@@ -60,3 +67,23 @@ def test_a_reward_above_solved_reward_is_said_once():
     warning = watch.overshoot()
     assert warning is not None and "1.5 is above orchestrator.collapse.solved_reward = 1" in warning
     assert watch.overshoot() is None
+
+
+@pytest.mark.parametrize("groups", [
+    [[1.5] * 8, [1.5] * 8, [0.5, 1.5] * 4, [0.5, 1.0] * 4],  # the groups without signal all solved: none count
+    [[1.5] * 8, [0.0] * 8, [0.5, 1.5] * 4, [1.0] * 8],  # one all wrong among them: all count (a collapse)
+    [[0.0] * 8, [0.0] * 8, [0.0] * 8, [0.0] * 8],
+    [[0.5, 1.5] * 4] * 4,
+])
+def test_the_learning_benchmark_counts_a_trl_step_as_the_watch_counts_looprls(groups):
+    """`bench/learning.py` judges TRL's steps stuck or not by the rewards alone; it must agree with the collapse
+    watch, which judges looprl's (`step_counts` of the stored metrics), or the matrix compares two criteria."""
+    spec = importlib.util.spec_from_file_location("learning", ROOT / "bench" / "learning.py")
+    learning = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(learning)
+    advantages = [group(*g) for g in groups]
+    solved = ExplorationWatch(solved_reward=1.5).solved(advantages)
+    metrics = {"groups_sampled": len(groups), "groups_skipped": sum(a.skipped for a in advantages),
+               "groups_solved": solved}
+    sampled, stuck = step_counts(metrics)
+    assert learning.stuck_share([r for g in groups for r in g], 8, 1.5) == stuck / sampled

@@ -183,7 +183,7 @@ def _step_metrics(out: Path) -> dict[int, dict[str, Any]]:
         return {}
 
 
-def _step_rewards(out: Path) -> dict[int, tuple[float, float | None]]:
+def _step_rewards(out: Path) -> dict[int, tuple[float, float]]:
     """Each finished step's mean train reward and share of groups without signal that do not say the task is
     solved (the collapse watch's count, `looprl.session.collapse.step_counts`)."""
     from looprl.session.collapse import step_counts
@@ -194,12 +194,16 @@ def _step_rewards(out: Path) -> dict[int, tuple[float, float | None]]:
 
 def stuck_share(totals: Sequence[float], group_size: int, solved: float) -> float:
     """The share of groups (`group_size` consecutive rollouts' total rewards) without signal, 0 where every such
-    group is all at `solved`: what looprl's collapse watch counts (`looprl.session.collapse`), for a TRL step."""
-    groups = [totals[i : i + group_size] for i in range(0, len(totals), group_size)]
-    alike = [g for g in groups if max(g) - min(g) < 1e-9]
-    if alike and all(min(g) >= solved for g in alike):
-        return 0.0
-    return len(alike) / max(len(groups), 1)
+    group is all at `solved`, for a TRL step: looprl's own rules (`session.advantages.group_advantages` says which
+    groups carry no signal, the collapse watch which of them say the task is solved, `step_counts` what is left)."""
+    from looprl.session.advantages import group_advantages
+    from looprl.session.collapse import ExplorationWatch, step_counts
+
+    groups = [group_advantages(totals[i : i + group_size], normalize_std=False)
+              for i in range(0, len(totals), group_size)]
+    sampled, stuck = step_counts({"groups_sampled": len(groups), "groups_skipped": sum(g.skipped for g in groups),
+                                  "groups_solved": ExplorationWatch(solved_reward=solved).solved(groups)})
+    return stuck / max(sampled, 1)
 
 
 def _batch_written(out: Path, started: float) -> dict[int, float]:
@@ -349,13 +353,15 @@ def trl_worker(args: argparse.Namespace) -> None:
         reward.__name__ = name
         return reward
 
-    stop_level = args.stop_at * max_reward(args.task) if args.stop_at else None
+    top = max_reward(args.task)
+    stop_level = args.stop_at * top if args.stop_at else None
     weights = reward_weights(args.task)
     config = trl_config(args.task, args.trl_worker, args.lr, out)
 
     def step_stuck_share() -> float:  # TRL's step: its generation batch is its batch, a prompt's rollouts in a row
-        totals = [sum(w * scored[c][i] for c, w in weights.items()) for i in range(len(scored[next(iter(weights))]))]
-        return stuck_share(totals, config.num_generations, max_reward(args.task))
+        per_rollout = zip(*(scored[c] for c in weights))  # each rollout's components, in `weights`' order
+        totals = [sum(w * r for w, r in zip(weights.values(), rewards)) for rewards in per_rollout]
+        return stuck_share(totals, config.num_generations, top)
 
     class Clock(TrainerCallback):
         def on_log(self, _args, state, control, logs=None, **kw):  # after on_step_end: its stop holds

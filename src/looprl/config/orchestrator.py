@@ -105,6 +105,11 @@ class CollapseRecovery(Strict):
     the run's first (those it resumed from, after `--resume`), a restart at the lower learning rate. On
     `examples/large_number` the last step with signal was often already on its way to the collapse, and the
     rolled-back policy collapsed again within a few steps (docs/benchmarks.md)."""
+    entropy_coef: float = Field(0.0, ge=0)
+    """An entropy bonus the recovery adds to the loss from its first intervention (the first time the watch fires)
+    to the end of the run: the trainer's loss then uses the larger of this and `trainer.loss.entropy_coef`. A run
+    that collapsed once has shown that its policy settles on one answer; the bonus keeps pushing it to explore
+    while the method brings signal back, and a run that never collapses trains without it. 0: no bonus."""
     solved_reward: float | None = None
     """The total reward (as `reward_weights` weigh its components) of a reply that solves the task, e.g. 1.5 on
     `examples/two_digit` (right sum 1, format 0.5). Given, a group whose rollouts all got the same reward counts as

@@ -28,6 +28,9 @@ class TrainBatch(BaseModel):
     """Collapse recovery by rollback (`[orchestrator.collapse] method = "rollback"`, or the temperature's escalation):
     instead of training on this batch (sampled by a policy that stopped exploring), the trainer puts back the
     weights it kept, resets AdamW's moments and lowers the learning rate by `lr_factor`."""
+    entropy_coef: float = 0.0
+    """Collapse recovery's entropy bonus for this step (`[orchestrator.collapse] entropy_coef`, from its first
+    intervention on; 0 before it): the trainer's loss uses the larger of this and `trainer.loss.entropy_coef`."""
     progress: dict[str, Any] = Field(default_factory=dict)
     """The orchestrator's position in the dataset after this batch; the trainer saves it with its
     checkpoint (`checkpoints/step_N/progress.json`), which the orchestrator reads on `--resume`."""

@@ -144,6 +144,8 @@ class CollapseIntervention(BaseModel):
     value_to: float
     """The method's setting before and after the step: the learning-rate factor (rollback) or the sampling
     temperature of the groups started after it (temperature)."""
+    entropy_coef: float = 0.0
+    """The entropy bonus this intervention put into the loss for the rest of the run (0: none)."""
     message: str
     """The line the orchestrator logged: when, why, what changed."""
 

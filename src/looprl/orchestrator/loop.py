@@ -247,7 +247,9 @@ class Orchestrator:
         write_atomic(rollout_metrics_path(self.run_dir, step), json.dumps(metrics))
         write_model(batch_path(self.run_dir, step),
                     TrainBatch(step=step, micro_batches=micro_batches, explored=has_signal,
-                               rollback=rolled_back, progress={"sampler": order.state()}))
+                               rollback=rolled_back,
+                               entropy_coef=self.recovery.entropy_coef if self.recovery else 0.0,
+                               progress={"sampler": order.state()}))
 
     def watch(self, step: int, groups: list[Group],
               advantages: list[GroupAdvantages]) -> tuple[dict[str, float], bool]:

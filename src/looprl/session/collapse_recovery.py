@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from looprl.config import CollapseRecovery as RecoveryConfig
@@ -93,8 +93,16 @@ class Intervention:
     from_start: bool = False
     """rollback: back to the run's first weights because `rollback_to = "start"` (not for want of a step that
     explored)."""
+    entropy_coef: float = 0.0
+    """The entropy bonus this intervention put into the loss for the rest of the run (`entropy_coef` of
+    `[orchestrator.collapse]`, with the run's first intervention); 0: none."""
 
     def line(self) -> str:
+        bonus = (f"; entropy bonus {self.entropy_coef:g} in the loss from this step to the end of the run"
+                 if self.entropy_coef else "")
+        return self._line() + bonus
+
+    def _line(self) -> str:
         why = f"{self.stuck} of {self.sampled} groups at step {self.step} without signal"
         if self.method == "rollback":
             lr = f"learning rate x{self.value_from:g} -> x{self.value_to:g}"
@@ -136,7 +144,8 @@ class Intervention:
         rolled = {} if self.rolled_back_to is None else {"collapse/rollback_to": float(self.rolled_back_to)}
         rollback = {"collapse/rollback": 1.0} if self.action == "escalate" else {}
         start = {"collapse/from_start": 1.0} if self.from_start else {}
-        return {f"collapse/{self.action}": 1.0} | rollback | rolled | start
+        bonus = {"collapse/entropy_on": 1.0} if self.entropy_coef else {}
+        return {f"collapse/{self.action}": 1.0} | rollback | rolled | start | bonus
 
     @classmethod
     def from_metrics(cls, step: int, metrics: Mapping[str, float],
@@ -151,9 +160,10 @@ class Intervention:
         before = previous.get(SETTING_METRIC[method], 1.0 if method == "rollback" else to)
         sampled, skipped = int(metrics.get("groups_sampled", 0)), int(metrics.get("groups_skipped", 0))
         rolled = metrics.get("collapse/rollback_to")
+        bonus = metrics.get("collapse/entropy_coef", 0.0) if metrics.get("collapse/entropy_on") else 0.0
         return cls(step, action, method, before, to,
                    int(metrics.get("collapse/attempt", 0)), sampled, skipped - int(metrics.get("groups_solved", 0)),
-                   None if rolled is None else int(rolled), bool(metrics.get("collapse/from_start")))
+                   None if rolled is None else int(rolled), bool(metrics.get("collapse/from_start")), bonus)
 
 
 class CollapseRecovery:
@@ -175,6 +185,8 @@ class CollapseRecovery:
         self.gave_up = self.reported = False
         self.recent: deque[bool] = deque(maxlen=STALL_WINDOW)
         """Whether each of the last steps had most groups without signal (`STALL_STEPS`)."""
+        self.entropy_coef = 0.0
+        """The entropy bonus in the loss from the first intervention on (`cfg.entropy_coef`; 0 before it)."""
 
     def resume(self, step: int, steps: Sequence[Mapping[str, float]], watch: ExplorationWatch) -> None:
         """Go on after `--resume` from `step`, the last of the stored `steps` (each step's metrics, in order): the
@@ -188,6 +200,7 @@ class CollapseRecovery:
             self.method = "rollback"
         self.temperature = last.get("collapse/temperature", self.temperature)
         self.attempt = int(last.get("collapse/attempt", self.attempt))
+        self.entropy_coef = last.get("collapse/entropy_coef", self.entropy_coef)
         self.explored = step + 1
         for metrics in steps:  # as after_step saw them
             sampled, stuck = step_counts(metrics)
@@ -223,8 +236,13 @@ class CollapseRecovery:
         if explored and self.cfg.rollback_to == "explored":
             self.explored = step
         if self.method == "rollback":
-            return self._rollback(step, watch, fired, sampled, stuck)
-        return self._temperature(step, watch, fired, sampled, stuck, is_stuck)
+            intervention = self._rollback(step, watch, fired, sampled, stuck)
+        else:
+            intervention = self._temperature(step, watch, fired, sampled, stuck, is_stuck)
+        if intervention and fired and self.cfg.entropy_coef and not self.entropy_coef:
+            self.entropy_coef = self.cfg.entropy_coef
+            return replace(intervention, entropy_coef=self.entropy_coef)
+        return intervention
 
     def _rollback(self, step: int, watch: ExplorationWatch, fired: bool, sampled: int, stuck: int,
                   action: Action = "rollback") -> Intervention | None:
@@ -269,8 +287,9 @@ class CollapseRecovery:
 
     def metrics(self) -> dict[str, float]:
         """Every step's state: the method's setting (the learning-rate factor, and the next groups' temperature
-        while the configured method is the temperature, also after it escalated) and the rollbacks so far, or the
-        raises in a row."""
+        while the configured method is the temperature, also after it escalated), the entropy bonus once it is on,
+        and the rollbacks so far, or the raises in a row."""
         temperature = {} if self.cfg.method == "rollback" else {"collapse/temperature": self.temperature}
         lr_scale = {"collapse/lr_scale": self.lr_scale} if self.method == "rollback" else {}
-        return lr_scale | temperature | {"collapse/attempt": float(self.attempt)}
+        bonus = {"collapse/entropy_coef": self.entropy_coef} if self.entropy_coef else {}
+        return lr_scale | temperature | bonus | {"collapse/attempt": float(self.attempt)}

@@ -52,6 +52,31 @@ def test_detect_raise_decay():
     assert recovery.metrics() == {"collapse/temperature": 1.0, "collapse/attempt": 0.0}
 
 
+def test_the_first_intervention_puts_an_entropy_bonus_in_the_loss_for_the_rest_of_the_run():
+    """`entropy_coef`: off until the watch first fires, then on through the decay, the next collapse and the give-up
+    (a run that collapsed once has shown its policy settles); said in the line, kept in the step's metrics (the
+    orchestrator hands `recovery.entropy_coef` to the trainer with each batch) and rebuilt by the inspector."""
+    recovery = CollapseRecovery(RecoveryConfig(method="temperature", max_attempts=2, entropy_coef=0.01), 1.0)
+    stored: list[dict[str, float]] = []
+    steps = [SIGNAL] * 2 + [COLLAPSED] * 3 + [SIGNAL] * 3 + [COLLAPSED] * 6
+    seen = drive(recovery, ExplorationWatch(steps=3), steps, stored=stored)
+    assert [m.get("collapse/entropy_coef", 0.0) for m in stored] == [0.0] * 4 + [0.01] * 10
+    first = seen[4][0]
+    assert (first.action, first.entropy_coef) == ("raise", 0.01)
+    assert first.line().endswith("(raise 1); entropy bonus 0.01 in the loss from this step to the end of the run")
+    assert Intervention.from_metrics(5, stored[4], {"collapse/temperature": 1.0}) == first
+    later = [i for i, _ in seen[5:] if i]
+    assert [i.action for i in later][-1] == "give_up" and not any(i.entropy_coef for i in later)
+    assert recovery.entropy_coef == 0.01 and recovery.gave_up
+
+
+def test_without_entropy_coef_no_bonus_is_put_in():
+    recovery = CollapseRecovery(RecoveryConfig(method="rollback"), 1.0)
+    seen = drive(recovery, ExplorationWatch(steps=2), [COLLAPSED] * 3)
+    assert seen[1][0].entropy_coef == 0.0 and recovery.entropy_coef == 0.0
+    assert "collapse/entropy_coef" not in recovery.metrics() and "entropy" not in seen[1][0].line()
+
+
 def test_gives_up_after_bounded_raises_and_says_so():
     recovery = CollapseRecovery(RecoveryConfig(method="temperature", raise_by=0.5, max_temperature=2.0, max_attempts=2,
                                                escalate=False), 1.0)
@@ -256,8 +281,9 @@ RUN = [SIGNAL] * 2 + [COLLAPSED] * 4 + [SIGNAL] + [COLLAPSED] * 3 + [SIGNAL] + [
 
 @pytest.mark.parametrize("cfg", [
     RecoveryConfig(method="temperature", max_attempts=3, escalate=True, rollback_to="start"),
-    RecoveryConfig(method="temperature", max_attempts=2), RecoveryConfig(method="rollback", max_attempts=2)],
-                         ids=["escalate", "give-up", "rollback"])
+    RecoveryConfig(method="temperature", max_attempts=2), RecoveryConfig(method="rollback", max_attempts=2),
+    RecoveryConfig(method="temperature", max_attempts=2, entropy_coef=0.01)],
+                         ids=["escalate", "give-up", "rollback", "entropy"])
 @pytest.mark.parametrize("at", range(1, len(RUN)))
 def test_a_resume_at_any_step_goes_on_as_the_run_would_have(cfg, at):
     whole = drive(CollapseRecovery(cfg, 1.0), ExplorationWatch(), RUN)
@@ -267,9 +293,10 @@ def test_a_resume_at_any_step_goes_on_as_the_run_would_have(cfg, at):
     rewards = [r for groups in RUN[:at] for group in groups for r in group]
     watch.resume(stored, (min(rewards), max(rewards)))
     recovery.resume(at, stored, watch)
+    assert recovery.entropy_coef == (cfg.entropy_coef if any(i for i, _ in whole[:at]) else 0.0)
     resumed = drive(recovery, watch, RUN[at:], first=at + 1)
-    assert [(i and (i.action, i.value_to), t) for i, t in resumed] == \
-        [(i and (i.action, i.value_to), t) for i, t in whole[at:]]
+    assert [(i and (i.action, i.value_to, i.entropy_coef), t) for i, t in resumed] == \
+        [(i and (i.action, i.value_to, i.entropy_coef), t) for i, t in whole[at:]]
     assert sum(i is not None for i, _ in whole) >= 3  # the run has interventions to carry over
 
 

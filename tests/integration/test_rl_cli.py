@@ -18,6 +18,7 @@ from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
+import pytest
 from tests.support.rl_env import write_data, write_levels, write_rl_config
 from tests.unit.inference.conftest import build_tiny_model
 
@@ -232,6 +233,35 @@ def test_rl_collapse_recovery_escalates_from_the_temperature_to_a_rollback(tmp_p
     assert [(m["step"], m["action"], m["value_from"], m["value_to"]) for m in marks["interventions"]] == [
         (3, "raise", 1.0, 1.25), (4, "escalate", 1.0, 0.5)]
     assert marks["interventions"][1]["message"] == line
+
+
+def test_rl_collapse_recovery_puts_an_entropy_bonus_in_the_loss_from_its_first_intervention(tmp_path):
+    """`[orchestrator.collapse] entropy_coef` through `looprl rl`: sampled greedily (`LevelCharsEnv`), every group
+    is alike until the watch fires at step 3; the temperature goes up and the bonus goes on, and the groups
+    sampled hotter train with it: the trainer's `train/entropy_bonus` is the coefficient times its entropy from
+    then on, zero before. In the output, the metrics and the inspector's mark."""
+    from fastapi.testclient import TestClient
+
+    from looprl.inspector.app import create_app
+
+    run = tmp_path / "run"
+    path = level_config(tmp_path, run, 5, {"raise_by": 1.0, "max_temperature": 1.0, "entropy_coef": 0.01},
+                        level=lambda i: i / 6)
+    text = path.read_text().replace("LevelEnv", "LevelCharsEnv")
+    path.write_text(text.replace("[orchestrator.sampling]\n", "[orchestrator.sampling]\ntemperature = 0.0\n"))
+    out = looprl("rl", "@", str(path)).stdout
+    line = ("collapse recovery: 2 of 2 groups at step 3 without signal, policy not exploring; sampling temperature "
+            "of the next groups 0 -> 1 (raise 1); entropy bonus 0.01 in the loss from this step to the end of the run")
+    assert line in out and line in (run / "logs" / "orchestrator.log").read_text()
+    rows = metric_rows(run)
+    assert [r.get("collapse/entropy_coef") for r in rows] == [None, None, 0.01, 0.01, 0.01]
+    assert [r["train/entropy_bonus"] for r in rows[:3]] == [0.0] * 3  # nothing trained before the raise
+    trained = [r for r in rows[3:] if r["samples"]]
+    assert trained and all(r["train/entropy_bonus"] == pytest.approx(0.01 * r["train/entropy"], rel=1e-4)
+                           and r["train/entropy_bonus"] > 0 for r in trained)
+    marks = TestClient(create_app([run]), base_url="http://127.0.0.1:8765").get("/api/runs/run/metrics").json()
+    first = marks["interventions"][0]
+    assert (first["step"], first["action"], first["entropy_coef"], first["message"]) == (3, "raise", 0.01, line)
 
 
 def test_rl_solved_reward_counts_groups_at_it_as_solved(tmp_path):

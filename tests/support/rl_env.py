@@ -32,6 +32,14 @@ class LevelEnv(CharsEnv):
         return {"level": float(rollout.example_args["level"])}
 
 
+class LevelCharsEnv(CharsEnv):
+    """An example's `level` plus `CharsEnv`'s reward: sampled greedily every group is alike (a collapse) while the
+    rewards differ between examples; sampled hotter, its groups have signal again."""
+
+    async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
+        return {"level": float(rollout.example_args["level"]), **await super().compute_reward(rollout)}
+
+
 class DownEnv(CharsEnv):
     """Every rollout fails as its reward is computed: a sandbox service that stopped answering."""
 

@@ -22,6 +22,10 @@ import pytest
 from tests.support.rl_env import write_data, write_levels, write_rl_config
 from tests.unit.inference.conftest import build_tiny_model
 
+from looprl.handoff.files import read_model
+from looprl.handoff.step_messages import TrainBatch
+from looprl.paths import batch_path
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -55,13 +59,16 @@ def metric_rows(run: Path) -> list[dict]:
 
 
 def level_config(tmp_path: Path, run: Path, max_steps: int, collapse: dict,
-                 level: Callable[[int], float] = lambda i: i % 2) -> Path:
-    """A tiny run of `LevelEnv` (every reply to an example gets its level: no group ever has signal), no evals,
-    with `[orchestrator.collapse]` set to `collapse`."""
+                 level: Callable[[int], float] = lambda i: i % 2, env: str = "LevelEnv",
+                 sampling: dict | None = None) -> Path:
+    """A tiny run of `env` on `write_levels`' data (`LevelEnv`: every reply to an example gets its level, so no
+    group ever has signal), no evals, with `[orchestrator.collapse]` set to `collapse` (and
+    `[orchestrator.sampling]` to `sampling`)."""
     return write_rl_config(tmp_path / "rl.toml", model=build_tiny_model(tmp_path / "tiny"),
                            data=write_levels(tmp_path / "data", level=level), run=run, max_steps=max_steps,
-                           overrides={"env": {"source": "tests/support/rl_env.py:LevelEnv"},
-                                      "orchestrator": {"collapse": collapse, "eval": {"num_examples": 0}}})
+                           overrides={"env": {"source": f"tests/support/rl_env.py:{env}"},
+                                      "orchestrator": {"collapse": collapse, "eval": {"num_examples": 0},
+                                                       "sampling": sampling or {}}})
 
 
 def check_trainer_logprobs(run: Path) -> None:
@@ -246,16 +253,15 @@ def test_rl_collapse_recovery_puts_an_entropy_bonus_in_the_loss_from_its_first_i
 
     run = tmp_path / "run"
     path = level_config(tmp_path, run, 5, {"raise_by": 1.0, "max_temperature": 1.0, "entropy_coef": 0.01},
-                        level=lambda i: i / 6)
-    text = path.read_text().replace("LevelEnv", "LevelCharsEnv")
-    path.write_text(text.replace("[orchestrator.sampling]\n", "[orchestrator.sampling]\ntemperature = 0.0\n"))
+                        level=lambda i: i / 6, env="LevelCharsEnv", sampling={"temperature": 0.0})
     out = looprl("rl", "@", str(path)).stdout
     line = ("collapse recovery: 2 of 2 groups at step 3 without signal, policy not exploring; sampling temperature "
-            "of the next groups 0 -> 1 (raise 1); entropy bonus 0.01 in the loss from this step to the end of the run")
+            "of the next groups 0 -> 1 (raise 1); entropy bonus 0.01 in the loss from now to the end of the run")
     assert line in out and line in (run / "logs" / "orchestrator.log").read_text()
     rows = metric_rows(run)
     assert [r.get("collapse/entropy_coef") for r in rows] == [None, None, 0.01, 0.01, 0.01]
-    assert [r["train/entropy_bonus"] for r in rows[:3]] == [0.0] * 3  # nothing trained before the raise
+    handed = [read_model(batch_path(run, step), TrainBatch) for step in range(1, 6)]
+    assert [b and b.entropy_coef for b in handed] == [0.0, 0.0, 0.01, 0.01, 0.01]
     trained = [r for r in rows[3:] if r["samples"]]
     assert trained and all(r["train/entropy_bonus"] == pytest.approx(0.01 * r["train/entropy"], rel=1e-4)
                            and r["train/entropy_bonus"] > 0 for r in trained)

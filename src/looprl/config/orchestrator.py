@@ -117,6 +117,15 @@ class CollapseRecovery(Strict):
     stuck, and warned of, even in `off`. None: the best reward the run has seen counts as solved (which cannot
     tell a policy stuck on a partial reward from the start from a solved task)."""
 
+    @model_validator(mode="after")
+    def _bonus_needs_a_method(self) -> CollapseRecovery:
+        """The bonus goes on with an intervention, and `off` never intervenes."""
+        if self.method == "off" and self.entropy_coef:
+            raise ValueError(f"orchestrator.collapse.entropy_coef ({self.entropy_coef}) goes on with the recovery's "
+                             "first intervention, and method 'off' never intervenes: set method to 'temperature' or "
+                             "'rollback', or trainer.loss.entropy_coef for a bonus from the first step")
+        return self
+
     @property
     def keeps_weights(self) -> bool:
         """Whether the trainer keeps a copy of the weights (for `rollback`, or a `temperature` that escalates)."""
@@ -240,8 +249,9 @@ class OrchestratorConfig(Strict):
         ceiling = self.collapse.ceiling(self.base_temperature)
         if ceiling > self.base_temperature:
             return None
+        bonus = " (and its entropy_coef never goes on)" if self.collapse.entropy_coef else ""
         return (f"orchestrator.collapse: the sampling temperature ({self.base_temperature}) is already the highest "
-                f"the recovery raises to ({ceiling}), so a collapse is only warned of; set collapse.method = "
+                f"the recovery raises to ({ceiling}), so a collapse is only warned of{bonus}; set collapse.method = "
                 "'rollback' for a recovery, or 'off' to silence this")
 
     @property

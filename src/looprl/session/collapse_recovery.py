@@ -4,9 +4,9 @@ rate, or a hotter sampling temperature until groups regain signal.
 `ExplorationWatch` (`session.collapse`) sees the collapse: most groups of several steps in a row gave
 every rollout the same reward, while the task is unsolved. On the tasks where it was measured the
 policy had settled on one answer pattern (all eight replies of a group alike), so nothing inside the
-loss can help any more: a group without signal has zero advantages, hence zero gradient, whatever the
+loss can bring signal back: a group without signal has zero advantages, hence zero gradient, whatever the
 loss, its clipping or an entropy term computed on it; dynamic sampling only draws more groups from the
-same collapsed policy. Two ways back, `[orchestrator.collapse] method`:
+same collapsed policy. Two ways back, `[orchestrator.collapse] method`, and a lever for after (below):
 
 - **rollback** (`trainer.rollback`): the trainer puts the weights back to those of the last step whose groups
   mostly had signal (it keeps a copy of them), or with `rollback_to = "start"` to the run's first, starts AdamW's
@@ -27,6 +27,10 @@ same collapsed policy. Two ways back, `[orchestrator.collapse] method`:
   does and goes on as `rollback` (a hotter temperature spreads a reply's later tokens, not an answer the policy no
   longer gives: on large_number it brought no collapsed seed back); without it, it **gives up**: the recovery stays
   off for the rest of the run, and the run says the task does not look learnable at these settings.
+
+With `entropy_coef` the first intervention also puts an entropy bonus into the loss for the rest of the run
+(handed to the trainer with each batch): it cannot bring signal back by itself (it trains only groups with signal),
+but once the method has, it keeps a policy that has shown it settles pushed to explore.
 
 Detection stays honest (issue 37): a solved task is no collapse (the watch leaves all-right groups
 out), and a run whose rollouts have all had the same reward since it started never lost an
@@ -98,11 +102,13 @@ class Intervention:
     `[orchestrator.collapse]`, with the run's first intervention); 0: none."""
 
     def line(self) -> str:
-        bonus = (f"; entropy bonus {self.entropy_coef:g} in the loss from this step to the end of the run"
-                 if self.entropy_coef else "")
+        """The intervention in words, for the orchestrator's log: when, why, what it changed."""
+        bonus = f"; entropy bonus {self.entropy_coef:g} in the loss from now to the end of the run" \
+            if self.entropy_coef else ""
         return self._line() + bonus
 
     def _line(self) -> str:
+        """`line` without the entropy bonus."""
         why = f"{self.stuck} of {self.sampled} groups at step {self.step} without signal"
         if self.method == "rollback":
             lr = f"learning rate x{self.value_from:g} -> x{self.value_to:g}"
@@ -150,8 +156,9 @@ class Intervention:
     @classmethod
     def from_metrics(cls, step: int, metrics: Mapping[str, float],
                      previous: Mapping[str, float]) -> Intervention | None:
-        """The intervention a stored step's metrics record (None: none); `previous`: the settings the steps before
-        left, by metric (`SETTING_METRIC`; a learning-rate factor not there yet is 1, a temperature this step's)."""
+        """The intervention a stored step's metrics record (None: none; the entropy bonus it put in from
+        `collapse/entropy_on` and `collapse/entropy_coef`); `previous`: the settings the steps before left, by
+        metric (`SETTING_METRIC`; a learning-rate factor not there yet is 1, a temperature this step's)."""
         action = next((a for a in ACTIONS if metrics.get(f"collapse/{a}")), None)
         method = next((m for m, key in SETTING_METRIC.items() if key in metrics), None)
         if action is None or method is None:
@@ -200,7 +207,7 @@ class CollapseRecovery:
             self.method = "rollback"
         self.temperature = last.get("collapse/temperature", self.temperature)
         self.attempt = int(last.get("collapse/attempt", self.attempt))
-        self.entropy_coef = last.get("collapse/entropy_coef", self.entropy_coef)
+        self.entropy_coef = self.cfg.entropy_coef if last.get("collapse/entropy_coef") else 0.0  # as now configured
         self.explored = step + 1
         for metrics in steps:  # as after_step saw them
             sampled, stuck = step_counts(metrics)
@@ -239,6 +246,7 @@ class CollapseRecovery:
             intervention = self._rollback(step, watch, fired, sampled, stuck)
         else:
             intervention = self._temperature(step, watch, fired, sampled, stuck, is_stuck)
+        # `fired`: a decay after a resume that newly configured the bonus does not put it in
         if intervention and fired and self.cfg.entropy_coef and not self.entropy_coef:
             self.entropy_coef = self.cfg.entropy_coef
             return replace(intervention, entropy_coef=self.entropy_coef)

@@ -63,11 +63,15 @@ def test_the_first_intervention_puts_an_entropy_bonus_in_the_loss_for_the_rest_o
     assert [m.get("collapse/entropy_coef", 0.0) for m in stored] == [0.0] * 4 + [0.01] * 10
     first = seen[4][0]
     assert (first.action, first.entropy_coef) == ("raise", 0.01)
-    assert first.line().endswith("(raise 1); entropy bonus 0.01 in the loss from this step to the end of the run")
+    assert first.line().endswith("(raise 1); entropy bonus 0.01 in the loss from now to the end of the run")
     assert Intervention.from_metrics(5, stored[4], {"collapse/temperature": 1.0}) == first
     later = [i for i, _ in seen[5:] if i]
     assert [i.action for i in later][-1] == "give_up" and not any(i.entropy_coef for i in later)
     assert recovery.entropy_coef == 0.01 and recovery.gave_up
+    for configured in (0.0, 0.02):  # a resume takes the bonus as now configured, on if it was on
+        resumed = CollapseRecovery(RecoveryConfig(method="temperature", entropy_coef=configured), 1.0)
+        resumed.resume(14, stored, ExplorationWatch())
+        assert resumed.entropy_coef == configured
 
 
 def test_without_entropy_coef_no_bonus_is_put_in():
@@ -205,6 +209,8 @@ def test_config_needs_room_above_the_sampling_temperature():
 
     assert OrchestratorConfig().recovery == RecoveryConfig(method="temperature")  # on by default
     assert OrchestratorConfig(collapse={"method": "off"}).recovery is None
+    with pytest.raises(ValidationError, match=r"entropy_coef \(0.01\) goes on with the recovery's first intervention"):
+        OrchestratorConfig(collapse={"method": "off", "entropy_coef": 0.01})
     with pytest.raises(ValidationError, match=r"collapse.max_temperature \(1.2\) must be above the sampling"):
         OrchestratorConfig(sampling={"temperature": 1.2}, collapse={"method": "temperature", "max_temperature": 1.2})
     OrchestratorConfig(sampling={"temperature": 1.2}, collapse={"method": "rollback", "max_temperature": 1.2})

@@ -227,7 +227,7 @@ def test_rl_collapse_recovery_escalates_from_the_temperature_to_a_rollback(tmp_p
     out = looprl("rl", "@", str(path)).stdout
     line = ("collapse recovery: 2 of 2 groups at step 4 without signal, policy not exploring; the raised temperature "
             "brought no signal back, so sampling is back at the configured temperature, and from now on rollbacks; "
-            "weights back to the run's first (rollback_to = 'start': a restart), AdamW's moments reset, "
+            "weights back to the run's first (rollback_to = 'start': a restart), AdamW's momentum zeroed, "
             "learning rate x1 -> x0.5 (rollback 1)")
     assert line in out and line in (run / "logs" / "orchestrator.log").read_text()
     assert "step 4: collapse recovery, weights back to the run's first" in (run / "logs" / "trainer.log").read_text()
@@ -300,7 +300,7 @@ def test_rl_collapse_recovery_rolls_back_at_a_lower_learning_rate(tmp_path):
     path = level_config(tmp_path, run, 4, {"method": "rollback", "lr_factor": 0.5})
     out = looprl("rl", "@", str(path)).stdout
     line = ("collapse recovery: 2 of 2 groups at step 3 without signal, policy not exploring; weights back to the "
-            "run's first (no step yet whose groups mostly had signal), AdamW's moments reset, learning rate x1 -> "
+            "run's first (no step yet whose groups mostly had signal), AdamW's momentum zeroed, learning rate x1 -> "
             "x0.5 (rollback 1)")
     assert line in out and line in (run / "logs" / "orchestrator.log").read_text()
     assert "step 3: collapse recovery, weights back to the last kept" in (run / "logs" / "trainer.log").read_text()

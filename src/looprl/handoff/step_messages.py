@@ -27,7 +27,7 @@ class TrainBatch(BaseModel):
     rollback: bool = False
     """Collapse recovery by rollback (`[orchestrator.collapse] method = "rollback"`, or the temperature's escalation):
     instead of training on this batch (sampled by a policy that stopped exploring), the trainer puts back the
-    weights it kept, resets AdamW's moments and lowers the learning rate by `lr_factor`."""
+    weights it kept, zeroes AdamW's momentum and lowers the learning rate by `lr_factor`."""
     entropy_coef: float = 0.0
     """Collapse recovery's entropy bonus for this step (`[orchestrator.collapse] entropy_coef`, from its first
     intervention on; 0 before it): the trainer's loss uses the larger of this and `trainer.loss.entropy_coef`."""

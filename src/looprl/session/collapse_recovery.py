@@ -9,14 +9,14 @@ loss, its clipping or an entropy term computed on it; dynamic sampling only draw
 same collapsed policy. Two ways back, `[orchestrator.collapse] method`, and a lever for after (below):
 
 - **rollback** (`trainer.rollback`): the trainer puts the weights back to those of the last step whose groups
-  mostly had signal (it keeps a copy of them), or with `rollback_to = "start"` to the run's first, starts AdamW's
-  moments afresh and multiplies the learning rate by `lr_factor` for the rest of the run. Why the learning rate: on
-  a task whose policy does not yet tell the questions apart (examples/large_number), each step's update moves the
-  shared preference for one answer by about a learning rate, in a direction set by which questions the step drew;
-  the policy is lost once that walk reaches one answer for all (every group alike, no gradient), and it learns the
-  questions only if their signal adds up first. A smaller step makes the walk slower against the signal's drift: at
-  1e-5 the task was learnt on seeds on which 2e-5 collapsed (docs/benchmarks.md). After `max_attempts` rollbacks it
-  gives up.
+  mostly had signal (it keeps a copy of them), or with `rollback_to = "start"` to the run's first, zeroes AdamW's
+  momentum (its second moment kept) and multiplies the learning rate by `lr_factor` for the rest of the run. Why
+  the learning rate: on a task whose policy does not yet tell the questions apart (examples/large_number), each
+  step's update moves the shared preference for one answer by about a learning rate, in a direction set by which
+  questions the step drew; the policy is lost once that walk reaches one answer for all (every group alike, no
+  gradient), and it learns the questions only if their signal adds up first. A smaller step makes the walk slower
+  against the signal's drift: at 1e-5 the task was learnt on seeds on which 2e-5 collapsed (docs/benchmarks.md).
+  After `max_attempts` rollbacks it gives up.
 - **temperature**: raises the temperature of the groups started from then on by `raise_by` (up to
   `max_temperature`, by default 0.5 above the configured one) when the watch fires, and again at each further step
   that is still stuck; **decays** it by `decay_by` per step once a step has signal again, back to the configured
@@ -116,7 +116,7 @@ class Intervention:
                 escalated = ("; the raised temperature brought no signal back, so sampling is back at the configured "
                              "temperature, and from now on rollbacks" if self.action == "escalate" else "")
                 return (f"collapse recovery: {why}, policy not exploring{escalated}; weights back to {self._to()}, "
-                        f"AdamW's moments reset, {lr} (rollback {self.attempt})")
+                        f"AdamW's momentum zeroed, {lr} (rollback {self.attempt})")
         change = f"sampling temperature of the next groups {self.value_from:g} -> {self.value_to:g}"
         if self.action == "raise":
             held = " (held at its maximum)" if self.value_to == self.value_from else ""

@@ -114,7 +114,7 @@ def run(cfg: RLConfig, run_dir: Path, resume_step: int = 0, weights_region: Path
         batch = wait_model(batch_path(run_dir, step), TrainBatch)
         waited = time.perf_counter() - started
         if rollback is not None and rollback.before_step(batch, optimizer, scheduler, broadcast.begin_change):
-            log.warning("step {}: collapse recovery, weights back to {}, AdamW's moments reset, learning rate now "
+            log.warning("step {}: collapse recovery, weights back to {}, AdamW's momentum zeroed, learning rate now "
                         "{:.2e}", step, "the last kept (sampled a step whose groups mostly had signal)"
                         if rollback.follow_explored else "the run's first", optimizer.param_groups[0]["lr"])
         collected = RolloutLogprobs()

@@ -5,10 +5,15 @@ The orchestrator marks each batch `explored` when most of its groups had signal,
 the policy stop exploring (`session.collapse_recovery` says why a lower learning rate is the way back). Before
 training an explored batch the trainer copies the trainable weights that sampled it (at one step of lag or none,
 the weights it holds then; each rank its own shards, on the CPU); on a rollback batch it copies them back (with
-`rollback_to = "start"` the copy is the run's first weights, never replaced) instead of training, starts AdamW's
-moments afresh (they point the way the policy collapsed) and multiplies the learning rate by `lr_factor`, then
-broadcasts as for any step. The factor lives in the scheduler's base learning rates, so a checkpoint keeps it; the
-copy does not (a resumed run starts a new one from the weights it resumed).
+`rollback_to = "start"` the copy is the run's first weights, never replaced) instead of training, zeroes AdamW's
+momentum (it points the way the policy collapsed) and multiplies the learning rate by `lr_factor`, then broadcasts
+as for any step. AdamW's second moment and step count stay: dropped with the momentum (as until 2026-12-06), the
+next update is the learning rate times the gradient's sign for every weight, the largest step of the run, and on
+large_number the restored policy swung to the other answer within a few steps; kept, the momentum grows back
+from zero over about ten steps at the scale the run had, a warm-up of its own (docs/benchmarks.md).
+
+The factor lives in the scheduler's base learning rates, so a checkpoint keeps it; the copy does not (a resumed run
+starts a new one from the weights it resumed).
 """
 
 from __future__ import annotations
@@ -48,10 +53,13 @@ class Rollback:
 
     @torch.no_grad()
     def restore(self, optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LRScheduler) -> None:
-        """The kept weights back, AdamW's moments dropped, the learning rate times `lr_factor` from now on."""
+        """The kept weights back, AdamW's momentum zeroed (its second moment and step count kept), the learning rate
+        times `lr_factor` from now on."""
         for kept, p in zip(self.kept, self.params):
             _local(p).copy_(kept)
-        optimizer.state.clear()
+        for state in optimizer.state.values():
+            if "exp_avg" in state:
+                state["exp_avg"].zero_()
         scheduler.base_lrs = [lr * self.lr_factor for lr in scheduler.base_lrs]
         for group in optimizer.param_groups:
             group["lr"] *= self.lr_factor

@@ -110,8 +110,8 @@ def test_raises_without_signal_escalate_to_a_rollback():
     assert escalated.line() == (
         "collapse recovery: 2 of 2 groups at step 6 without signal, policy not exploring; the raised temperature "
         "brought no signal back, so sampling is back at the configured temperature, and from now on rollbacks; "
-        "weights back to those that sampled step 2 (the last step whose groups mostly had signal), AdamW's moments "
-        "reset, learning rate x1 -> x0.5 (rollback 1)")
+        "weights back to those that sampled step 2 (the last step whose groups mostly had signal), AdamW's momentum "
+        "zeroed, learning rate x1 -> x0.5 (rollback 1)")
     # the orchestrator and the trainer act on `collapse/rollback`; the inspector names the escalation
     assert escalated.metrics() == {"collapse/escalate": 1.0, "collapse/rollback": 1.0, "collapse/rollback_to": 2.0}
     assert recovery.metrics() == {"collapse/lr_scale": 0.25, "collapse/temperature": 1.0, "collapse/attempt": 2.0}
@@ -232,7 +232,7 @@ def test_rollback_goes_back_to_the_last_step_that_explored_at_a_lower_learning_r
     first = seen[4][0]
     assert first.line() == ("collapse recovery: 2 of 2 groups at step 5 without signal, policy not exploring; weights "
                             "back to those that sampled step 2 (the last step whose groups mostly had signal), AdamW's "
-                            "moments reset, learning rate x1 -> x0.5 (rollback 1)")
+                            "momentum zeroed, learning rate x1 -> x0.5 (rollback 1)")
     assert first.metrics() == {"collapse/rollback": 1.0, "collapse/rollback_to": 2.0}
     assert "gave up" in seen[11][0].line() and "after 2 rollbacks down to learning rate x0.25" in seen[11][0].line()
     assert recovery.metrics() == {"collapse/lr_scale": 0.25, "collapse/attempt": 2.0}

@@ -1,5 +1,6 @@
-"""Collapse recovery by rollback, the trainer's side: the kept weights come back exactly, AdamW starts afresh
-and the learning rate is lower from then on, through a scheduler checkpoint too."""
+"""Collapse recovery by rollback, the trainer's side: the kept weights come back exactly, AdamW's momentum is
+zeroed (its second moment kept, so the next step is small, not the largest of the run) and the learning rate is
+lower from then on, through a scheduler checkpoint too."""
 
 import pytest
 import torch
@@ -18,7 +19,7 @@ def _weights(model) -> list[torch.Tensor]:
     return [p.detach().clone() for p in model.parameters()]
 
 
-def test_restore_puts_back_the_kept_weights_resets_adam_and_lowers_the_learning_rate():
+def test_restore_puts_back_the_kept_weights_zeroes_adams_momentum_and_lowers_the_learning_rate():
     model = tiny_model()
     optimizer = build_optimizer(model, lr=1e-2)
     scheduler = build_scheduler(optimizer, warmup_steps=2)
@@ -33,14 +34,43 @@ def test_restore_puts_back_the_kept_weights_resets_adam_and_lowers_the_learning_
     rollback.keep()
     train()
     assert any(not torch.equal(a, b) for a, b in zip(kept, _weights(model))) and optimizer.state
+    second_moments = [s["exp_avg_sq"].clone() for s in optimizer.state.values()]
     rollback.restore(optimizer, scheduler)
     assert all(torch.equal(a, b) for a, b in zip(kept, _weights(model)))
-    assert not optimizer.state
+    assert all(not s["exp_avg"].any() for s in optimizer.state.values())
+    assert all(torch.equal(a, s["exp_avg_sq"]) for a, s in zip(second_moments, optimizer.state.values()))
     # the factor holds for every later step, the warmup's included, and survives a checkpoint of the scheduler
     assert train()["lr"] == pytest.approx(0.5 * 1e-2)
     resumed = build_scheduler(build_optimizer(tiny_model(), lr=1e-2), warmup_steps=2)
     resumed.load_state_dict(scheduler.state_dict())
     assert resumed.base_lrs == pytest.approx([0.5 * 1e-2])
+
+
+def test_the_first_step_after_a_rollback_is_smaller_than_a_fresh_adamw_would_make():
+    """Dropping AdamW's state at a rollback made the next update the learning rate times the gradient's sign for
+    every weight, the largest step of the run (on large_number the restored policy swung to the other answer
+    within steps); with the second moment kept, the momentum grows back from zero instead."""
+    def first_update(drop_state: bool) -> float:
+        torch.manual_seed(0)
+        model = tiny_model()
+        optimizer = build_optimizer(model, lr=1e-3)
+        scheduler = build_scheduler(optimizer)
+        rollback = Rollback(model, lr_factor=1.0)
+
+        def train() -> None:
+            sample = _on_policy_sample(model, [5, 9, 3, 7, 20, 21, 22], 4, advantage=1.0)
+            train_step(model, optimizer, scheduler, pack([sample], 64), truncated.token_loss)
+
+        for _ in range(5):
+            train()
+        rollback.restore(optimizer, scheduler)
+        if drop_state:
+            optimizer.state.clear()
+        before = _weights(model)
+        train()
+        return sum(float((a - b).abs().sum()) for a, b in zip(before, _weights(model)))
+
+    assert first_update(drop_state=False) < 0.5 * first_update(drop_state=True)
 
 
 def test_the_trainer_keeps_explored_steps_weights_and_goes_back_to_the_last_on_a_rollback_batch():

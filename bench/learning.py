@@ -78,9 +78,10 @@ the matrix measured it before `escalate` existed), the rollback; `looprl` itself
 `--looprl-args "--orchestrator.collapse.escalate true"`)."""
 STALL_WINDOW, STALL_STEPS, UNSOLVED = 10, 8, 0.9
 """A seed stalls when STALL_STEPS of STALL_WINDOW consecutive steps carried no signal while the
-STALL_WINDOW-step mean reward was below UNSOLVED of the maximum (issue 37's criterion). The window and count are
-those of `looprl.session.collapse_recovery.STALL_WINDOW`/`STALL_STEPS` (the temperature recovery's stall), written
-out here because the TRL worker runs this module and its start-up is timed: it must not import looprl."""
+STALL_WINDOW-step mean reward was below UNSOLVED of the maximum (issue 37's criterion). The window is
+`looprl.session.collapse_recovery.STALL_WINDOW`, and the count one more than its `STALL_STEPS` (the temperature
+recovery acts on the step before a run is stuck by this count), written out here because the TRL worker runs this
+module and its start-up is timed: it must not import looprl."""
 CLASS_ARG = {"large_number": "answer"}
 """Tasks whose examples fall into classes, and the example argument naming an example's class. A policy giving
 one answer to every example there scores its class's share, and on a step of 4 prompts a lucky draw of them

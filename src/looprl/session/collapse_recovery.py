@@ -56,8 +56,9 @@ STALL_WINDOW, STALL_STEPS = 10, 7
 steps had most groups without signal: it then gives up or escalates as after `max_attempts` raises in a row. One
 step short of issue 37's criterion for a stuck run (8 of 10), so that the escalation's rollback comes before the run
 is stuck by it, not on the step that makes it so (at 8, a large_number seed that the rollback brought back still
-counted as stalled), and so does the 7th step of a collapse that `max_attempts` = 4 raises did not end. Without it a raised temperature that gives a few groups signal every few steps
-resets the raises in a row and never escalates (two seeds of large_number sat at one answer that way)."""
+counted as stalled), and so does the 7th step of a collapse that `max_attempts` = 4 raises did not end. Without
+the rule a raised temperature that gives a few groups signal every few steps resets the raises in a row and never
+escalates (two seeds of large_number sat at one answer that way)."""
 
 
 def explored(sampled: int, kept: int, share: float) -> bool:

@@ -62,7 +62,7 @@ from looprl.session import Group, RolloutSession
 from looprl.session.advantages import GroupAdvantages, batch_advantages
 from looprl.session.collapse import ExplorationWatch
 from looprl.session.collapse_recovery import CollapseRecovery, explored
-from looprl.session.rewards import UnusedWeights, mark_zero_filled
+from looprl.session.rewards import UnusedWeights, mark_zero_filled, reward_stats
 from looprl.store.reader import RunStoreReader
 from looprl.trackers import TrackedRun, Trackers, inspector_link, open_trackers
 from looprl.utils.logger import get_logger
@@ -274,14 +274,16 @@ class Orchestrator:
         has_signal = explored(len(groups), int(metrics["groups_kept"]), self.exploration.share)
         if self.recovery:
             has_signal = has_signal and self.recovery.sampled_as_configured
-            metrics.update(self.recover(step, fired, len(groups), stuck, has_signal))
+            reward = reward_stats([r for g in groups for r, _ in g], self.cfg.orchestrator.reward_weights)["reward"]
+            metrics.update(self.recover(step, fired, len(groups), stuck, reward, has_signal))
         return metrics, has_signal
 
-    def recover(self, step: int, fired: bool, sampled: int, stuck: int, has_signal: bool) -> dict[str, float]:
-        """Collapse recovery after `step`: the sampling of the groups started from now on, its log line
-        and its `collapse/...` metrics."""
+    def recover(self, step: int, fired: bool, sampled: int, stuck: int, reward: float,
+                has_signal: bool) -> dict[str, float]:
+        """Collapse recovery after `step` (`reward`: its `reward` metric): the sampling of the groups started from
+        now on, its log line and its `collapse/...` metrics."""
         assert self.recovery is not None
-        intervention = self.recovery.after_step(step, self.exploration, fired, sampled, stuck, has_signal)
+        intervention = self.recovery.after_step(step, self.exploration, fired, sampled, stuck, reward, has_signal)
         if intervention:
             log = get_logger().info if intervention.action == "decay" else get_logger().warning
             log(intervention.line())

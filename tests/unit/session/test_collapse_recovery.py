@@ -24,10 +24,13 @@ def drive(recovery: CollapseRecovery, watch: ExplorationWatch, steps: list[list[
         fired = watch.observe(step, len(groups), stuck)
         has_signal = explored(len(groups), sum(not a.skipped for a in advantages), watch.share) and \
             recovery.sampled_as_configured
-        intervention = recovery.after_step(step, watch, fired, len(groups), stuck, has_signal)
+        rewards = [r for g in groups for r in g]
+        intervention = recovery.after_step(step, watch, fired, len(groups), stuck, sum(rewards) / len(rewards),
+                                           has_signal)
         out.append((intervention, recovery.temperature))
         if stored is not None:
             stored.append({"step": step, "groups_sampled": len(groups), "groups_solved": solved,
+                           "reward": sum(rewards) / len(rewards),
                            "groups_skipped": sum(a.skipped for a in advantages), **recovery.metrics(),
                            **(intervention.metrics() if intervention else {})})
     return out
@@ -91,6 +94,30 @@ def test_gives_up_after_bounded_raises_and_says_so():
     line = seen[3][0].line()
     assert "gave up" in line and "after 2 raises up to temperature 2" in line and "not look learnable" in line
     assert recovery.gave_up and recovery.metrics()["collapse/temperature"] == 1.0
+
+
+PLATEAU = [(1.0, 1.0)] * 3 + [(0.0, 0.0)]
+"""A policy that learnt part of the task and stopped exploring: most questions right every time, one wrong every
+time (examples/two_digit's stalled seeds)."""
+
+
+@pytest.mark.parametrize("method", ["temperature", "rollback"])
+def test_a_give_up_after_the_reward_rose_says_plateau_not_unlearnable(method):
+    """Issue 37's honest detection: a policy stuck on part of the task is a plateau, said with the rewards; the
+    same stuck steps without a rise from the start are a task that does not look learnable."""
+    cfg = RecoveryConfig(method=method, max_attempts=2)
+    stored: list[dict[str, float]] = []
+    seen = drive(CollapseRecovery(cfg, 1.0), ExplorationWatch(steps=2), [SIGNAL] * 3 + [PLATEAU] * 12, stored=stored)
+    [gave_up] = [i for i, _ in seen if i and i.action == "give_up"]
+    assert gave_up.plateau and gave_up.reward_start == 0.25 and gave_up.reward_recent > 0.6
+    line = gave_up.line()
+    assert "; a plateau (mean reward 0.25 over the run's first steps, 0.75 over its last " in line
+    assert "not look learnable" not in line
+    assert Intervention.from_metrics(gave_up.step, stored[gave_up.step - 1], stored[gave_up.step - 2]) == gave_up
+    guessing = [(1.0, 0.0), (1.0, 0.0)]  # as right as one answer to every question (large_number from ~0.4 to 0.5)
+    flat = drive(CollapseRecovery(cfg, 1.0), ExplorationWatch(steps=2), [guessing] * 3 + [COLLAPSED] * 12)
+    [not_learnt] = [i for i, _ in flat if i and i.action == "give_up"]
+    assert not not_learnt.plateau and "does not look learnable at these settings (mean reward 0.50" in not_learnt.line()
 
 
 def test_raises_without_signal_escalate_to_a_rollback():
@@ -302,8 +329,10 @@ def test_a_resume_at_any_step_goes_on_as_the_run_would_have(cfg, at):
     recovery.resume(at, stored, watch)
     assert recovery.entropy_coef == (cfg.entropy_coef if any(i for i, _ in whole[:at]) else 0.0)
     resumed = drive(recovery, watch, RUN[at:], first=at + 1)
-    assert [(i and (i.action, i.value_to, i.entropy_coef), t) for i, t in resumed] == \
-        [(i and (i.action, i.value_to, i.entropy_coef), t) for i, t in whole[at:]]
+    def said(i: Intervention | None):
+        return i and (i.action, i.value_to, i.entropy_coef, i.reward_start, i.reward_recent, i.plateau)
+
+    assert [(said(i), t) for i, t in resumed] == [(said(i), t) for i, t in whole[at:]]
     assert sum(i is not None for i, _ in whole) >= 3  # the run has interventions to carry over
 
 

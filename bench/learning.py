@@ -26,7 +26,8 @@ every seed's reward against seconds and against steps.
 Then the learning matrix (issue 37): per task, the systems side by side, the median and the worst
 seed of the seconds to 80 % and 95 % (3-step mean), of the longest run of steps in which most groups
 carried no signal while the task was unsolved (the 10-step mean reward below 90 %), and how many
-seeds stalled (8 of 10 such steps in a row). A step whose groups without signal are all solved (every
+seeds stalled (8 of 10 such steps in a row), and how many stalled by the issue's first reading of a step without
+signal, every group without it (a step that trains nothing). A step whose groups without signal are all solved (every
 rollout at the task's `solved_reward`) does not count, as looprl's collapse watch does not count it
 (`looprl.session.collapse`, `groups_solved`): a policy that solves most questions is not stuck.
 `--systems looprl looprl-recovery looprl-rollback` compares
@@ -475,14 +476,15 @@ def worst_drop(points: Sequence[Point], level: float) -> float | None:
     return drop
 
 
-def stuck_steps(points: Sequence[Point], top: float) -> list[bool]:
-    """Per step: most of its groups without signal while the task is unsolved (the mean reward of the
-    `STALL_WINDOW` steps ending there below `UNSOLVED` of `top`); False where the share is unknown."""
+def stuck_steps(points: Sequence[Point], top: float, every: bool = False) -> list[bool]:
+    """Per step: most of its groups (`every`: all of them) without signal while the task is unsolved (the mean
+    reward of the `STALL_WINDOW` steps ending there below `UNSOLVED` of `top`); False where the share is unknown."""
     out = []
     for i, p in enumerate(points):
         window = points[max(i - STALL_WINDOW + 1, 0) : i + 1]
         share = p[3] if len(p) > 3 else None  # older results.json: (seconds, step, reward)
-        out.append(share is not None and share > 0.5 and statistics.fmean(q[2] for q in window) < UNSOLVED * top)
+        without = share is not None and (share >= 1 if every else share > 0.5)
+        out.append(without and statistics.fmean(q[2] for q in window) < UNSOLVED * top)
     return out
 
 
@@ -495,10 +497,17 @@ def longest_stuck(points: Sequence[Point], top: float) -> int:
     return longest
 
 
-def stalled(points: Sequence[Point], top: float) -> bool:
-    """Whether `STALL_STEPS` of some `STALL_WINDOW` consecutive steps were without signal while unsolved."""
-    stuck = stuck_steps(points, top)
+def stalled(points: Sequence[Point], top: float, every: bool = False) -> bool:
+    """Whether `STALL_STEPS` of some `STALL_WINDOW` consecutive steps had most groups (`every`: all) without signal
+    while unsolved."""
+    stuck = stuck_steps(points, top, every)
     return any(sum(stuck[i : i + STALL_WINDOW]) >= STALL_STEPS for i in range(max(len(stuck) - STALL_WINDOW + 1, 1)))
+
+
+def stalled_training_nothing(points: Sequence[Point], top: float) -> bool:
+    """`stalled` by the issue's first reading: steps with every group without signal, which train nothing (a
+    plateau where a few questions get the same wrong answer every time is not one)."""
+    return stalled(points, top, every=True)
 
 
 def balanced(per: ClassRewards | None, last: int = STALL_WINDOW) -> float | None:
@@ -605,7 +614,8 @@ def _levels_table(results: dict[str, Any], window: int) -> list[str]:
 def matrix(all_results: Sequence[dict[str, Any]]) -> list[str]:
     """The learning matrix: per task, the systems side by side, median and worst seed of the seconds to 80 %
     and 95 % of the maximum (the 3-step mean), of the longest run of steps without signal while unsolved,
-    and the seeds that stalled (issue 37's criterion). The worst seed is what defaults are chosen by."""
+    and the seeds that stalled (issue 37's criterion, by most groups and by every group without signal). The worst
+    seed is what defaults are chosen by."""
     systems = [s for s in SYSTEMS if any(r["runs"].get(s) for r in all_results)]
     width = 18
     lines = [f"learning matrix ({MEAN_OF}-step mean reward; 'never': some seed did not get there in its budget)",
@@ -630,6 +640,7 @@ def matrix(all_results: Sequence[dict[str, Any]]) -> list[str]:
         ("s to 95 % (median / worst)", seconds(0.95)),
         ("no-signal run, steps (median / worst)", longest_stuck),
         (f"seeds stalled ({STALL_STEPS} of {STALL_WINDOW} steps)", stalled),
+        ("  ...steps that trained nothing", stalled_training_nothing),
     ]
     for results in all_results:
         top = results["max_reward"]
@@ -638,7 +649,8 @@ def matrix(all_results: Sequence[dict[str, Any]]) -> list[str]:
             for system in systems:
                 runs = results["runs"].get(system, [])
                 values = [measure(points, top) for points in runs]
-                cells.append(f"{sum(values)}/{len(values)}" if measure is stalled else median_worst(values))
+                counted = measure in (stalled, stalled_training_nothing)
+                cells.append(f"{sum(values)}/{len(values)}" if counted else median_worst(values))
             lines.append(f"{results['task'] if i == 0 else '':<14}{name:<34}" + "".join(f"{c:>{width}}" for c in cells))
         if "classes" in results:  # a lucky draw of prompts cannot move it (`CLASS_ARG`)
             cells = [median_worst_low([balanced(c) for c in results["classes"].get(system, [])]) for system in systems]

@@ -78,12 +78,28 @@ def test_a_reward_above_solved_reward_is_said_once():
 def test_the_learning_benchmark_counts_a_trl_step_as_the_watch_counts_looprls(groups):
     """`bench/learning.py` judges TRL's steps stuck or not by the rewards alone; it must agree with the collapse
     watch, which judges looprl's (`step_counts` of the stored metrics), or the matrix compares two criteria."""
-    spec = importlib.util.spec_from_file_location("learning", ROOT / "bench" / "learning.py")
-    learning = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(learning)
+    learning = learning_benchmark()
     advantages = [group(*g) for g in groups]
     solved = ExplorationWatch(solved_reward=1.5).solved(advantages)
     metrics = {"groups_sampled": len(groups), "groups_skipped": sum(a.skipped for a in advantages),
                "groups_solved": solved}
     sampled, stuck = step_counts(metrics)
     assert learning.stuck_share([r for g in groups for r in g], 8, 1.5) == stuck / sampled
+
+
+def learning_benchmark():
+    """`bench/learning.py`, imported as a module."""
+    spec = importlib.util.spec_from_file_location("learning", ROOT / "bench" / "learning.py")
+    learning = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(learning)
+    return learning
+
+
+def test_the_learning_matrix_tells_a_plateau_from_steps_that_train_nothing():
+    """Issue 37's stall, both readings: 8 of 10 steps with most groups without signal while unsolved (a plateau
+    with a few questions wrong every time is one), and the stricter first reading, every group without signal."""
+    learning = learning_benchmark()
+    plateau = [(10.0 * i, i, 1.25, 0.625) for i in range(1, 11)]  # (seconds, step, reward, share without signal)
+    collapse = [(10.0 * i, i, 0.5, 1.0) for i in range(1, 11)]
+    assert learning.stalled(plateau, 1.5) and not learning.stalled_training_nothing(plateau, 1.5)
+    assert learning.stalled(collapse, 1.5) and learning.stalled_training_nothing(collapse, 1.5)

@@ -26,7 +26,7 @@ every seed's reward against seconds and against steps.
 Then the learning matrix (issue 37): per task, the systems side by side, the median and the worst
 seed of the seconds to 80 % and 95 % (3-step mean), of the longest run of steps in which most groups
 carried no signal while the task was unsolved (the 10-step mean reward below 90 %), and how many
-seeds stalled (8 of 10 such steps in a row), and how many stalled by the issue's first reading of a step without
+seeds stalled (8 such steps of 10 consecutive ones), and how many stalled by the issue's first reading of a step without
 signal, every group without it (a step that trains nothing). A step whose groups without signal are all solved (every
 rollout at the task's `solved_reward`) does not count, as looprl's collapse watch does not count it
 (`looprl.session.collapse`, `groups_solved`): a policy that solves most questions is not stuck.
@@ -488,10 +488,10 @@ def stuck_steps(points: Sequence[Point], top: float, every: bool = False) -> lis
     return out
 
 
-def longest_stuck(points: Sequence[Point], top: float) -> int:
-    """The longest run of consecutive steps without signal while unsolved."""
+def longest_stuck(points: Sequence[Point], top: float, every: bool = False) -> int:
+    """The longest run of consecutive steps with most groups (`every`: all) without signal while unsolved."""
     longest = run = 0
-    for stuck in stuck_steps(points, top):
+    for stuck in stuck_steps(points, top, every):
         run = run + 1 if stuck else 0
         longest = max(longest, run)
     return longest
@@ -567,6 +567,7 @@ def summarize(results: dict[str, Any]) -> list[str]:
                + (f", {max(known_early):.3f} over the first {common} steps" if known_early else "")
                if known else "; no seed reached 80 %")
             + f"; longest run of steps without signal while unsolved: {[longest_stuck(p, top) for p in runs]}"
+            + f", of steps that trained nothing: {[longest_stuck(p, top, every=True) for p in runs]}"
         )
     for system, per_seed in results.get("classes", {}).items():
         values = ["n/a" if b is None else f"{b:.2f}" for b in map(balanced, per_seed)]

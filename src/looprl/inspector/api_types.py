@@ -147,8 +147,8 @@ class CollapseIntervention(BaseModel):
     entropy_coef: float = 0.0
     """The entropy bonus this intervention put into the loss for the rest of the run (0: none)."""
     plateau: bool = False
-    """give_up: the reward had risen well above the run's first steps' (the policy learnt part of the task), so its
-    message says a plateau rather than a task that does not look learnable."""
+    """give_up: the recent reward had come at least half the way from the run's first steps' to the best (the policy
+    learnt part of the task), so its message says a plateau rather than a task that does not look learnable."""
     message: str
     """The line the orchestrator logged: when, why, what changed."""
 

@@ -16,7 +16,7 @@ same collapsed policy. Two ways back, `[orchestrator.collapse] method`, and a le
   questions the step drew; the policy is lost once that walk reaches one answer for all (every group alike, no
   gradient), and it learns the questions only if their signal adds up first. A smaller step makes the walk slower
   against the signal's drift: at 1e-5 the task was learnt on seeds on which 2e-5 collapsed (docs/benchmarks.md).
-  After `max_attempts` rollbacks it gives up.
+  After `max_attempts` rollbacks it gives up (below: a plateau, or a task that does not look learnable).
 - **temperature**: raises the temperature of the groups started from then on by `raise_by` (up to
   `max_temperature`, by default 0.5 above the configured one) when the watch fires, and again at each further step
   that is still stuck; **decays** it by `decay_by` per step once a step has signal again, back to the configured
@@ -26,11 +26,13 @@ same collapsed policy. Two ways back, `[orchestrator.collapse] method`, and a le
   none, the temperature goes back and, with `escalate` (off by default), the recovery **rolls back** as `rollback`
   does and goes on as `rollback` (a hotter temperature spreads a reply's later tokens, not an answer the policy no
   longer gives: on large_number it brought no collapsed seed back); without it, it **gives up**: the recovery stays
-  off for the rest of the run. Its line tells a plateau from a task not learnt: when the mean reward of the last
-  steps rose well above the run's first (`PLATEAU_RISE`), the policy learnt part of the task and stopped exploring
-  there (on examples/two_digit seeds sat at ~83 % with a few questions answered wrong every time, and one of them
-  reached 95 % after the give-up), which it says with the rewards; else the task does not look learnable at these
-  settings.
+  off for the rest of the run.
+
+Either method's give-up reads the reward before it says why: when the mean reward of the last steps has come at
+least half the way from the run's first steps' to the best reward (`PLATEAU_SHARE`), the policy learnt part of the
+task and stopped exploring there, a **plateau** (on examples/two_digit seeds sat at ~83 % with a few questions
+answered wrong every time, and one of them reached 95 % after the give-up); else the task does not look learnable
+at these settings. Its line gives both means.
 
 With `entropy_coef` the first intervention also puts an entropy bonus into the loss for the rest of the run
 (handed to the trainer with each batch): it cannot bring signal back by itself (it trains only groups with signal),
@@ -66,13 +68,14 @@ the rule a raised temperature that gives a few groups signal every few steps res
 escalates (two seeds of large_number sat at one answer that way)."""
 
 
-START_STEPS = 3
-"""The run's first steps with groups of their own, whose mean reward a give-up compares with the last steps'."""
-PLATEAU_RISE = 0.25
-"""A give-up is a plateau when the mean reward of the last `STALL_WINDOW` steps is above that of the first
-`START_STEPS` by this share of the run's reward range (its worst rollout's to its best's) or more. Measured levels:
-examples/two_digit's stalled seeds from ~0.2 to ~1.25 of 1.5 (a plateau, 0.7 of the range); its collapse to the format
-alone from ~0.2 to 0.5 (0.2) and large_number's to one answer for every question from ~0.4 to 0.5 of 1 (0.1): not."""
+START_STEPS, RECENT_STEPS = 3, 10
+"""A give-up compares the mean reward of the run's first `START_STEPS` steps with groups of their own with that of
+the last `RECENT_STEPS` steps after them."""
+PLATEAU_SHARE = 0.5
+"""A give-up is a plateau when the recent mean reward has come this share of the way from the first steps' mean to
+the best reward (`solved_reward` where configured, else the best rollout's so far) or further. Measured on stored
+runs: examples/two_digit's stalled seeds came 0.8 of the way (~0.2 to ~1.25 of 1.5); its collapse to the format alone
+0.3 (0.07 to 0.49) and large_number's to one answer for every question 0.2 (~0.4 to 0.5 of 1)."""
 
 
 def explored(sampled: int, kept: int, share: float) -> bool:
@@ -118,12 +121,14 @@ class Intervention:
     """The entropy bonus this intervention put into the loss for the rest of the run (`entropy_coef` of
     `[orchestrator.collapse]`, with the run's first intervention); 0: none."""
     reward_start: float | None = None
+    """give_up: the mean train reward of the run's first `START_STEPS` steps (None: a run stored before it was kept,
+    or no step after those had a scored rollout)."""
     reward_recent: float | None = None
-    """give_up: the mean train reward of the run's first `START_STEPS` steps and of its last `reward_steps` after
-    those (None: no such step, or a run stored before these were kept)."""
-    reward_steps: int = 0
+    """give_up: the mean train reward of the last `recent_steps` steps after those."""
+    recent_steps: int = 0
     plateau: bool = False
-    """give_up: the reward had risen by `PLATEAU_RISE` of its range: a plateau, not a task the policy did not learn."""
+    """give_up: the recent reward had come `PLATEAU_SHARE` of the way to the best: a plateau, not a task the policy
+    did not learn."""
 
     def line(self) -> str:
         """The intervention in words, for the orchestrator's log: when, why, what it changed."""
@@ -162,8 +167,8 @@ class Intervention:
         """A give-up's reading of the reward, for `line`: a plateau, or a task that does not look learnable."""
         if self.reward_start is None or self.reward_recent is None:
             return "the task does not look learnable at these settings"
-        rewards = (f"mean reward {self.reward_start:.2f} over the run's first steps, {self.reward_recent:.2f} over "
-                   f"its last {self.reward_steps}")
+        rewards = (f"mean reward {self.reward_start:.2f} over the run's first {START_STEPS} steps, "
+                   f"{self.reward_recent:.2f} over its last {self.recent_steps}")
         if self.plateau:
             return (f"a plateau ({rewards}): the policy learnt part of the task and most groups give every rollout the "
                     "same reward there, which the recovery could not change")
@@ -188,7 +193,7 @@ class Intervention:
         bonus = {"collapse/entropy_on": 1.0} if self.entropy_coef else {}
         rewards = {} if self.reward_start is None or self.reward_recent is None else {
             "collapse/reward_start": self.reward_start, "collapse/reward_recent": self.reward_recent,
-            "collapse/reward_steps": float(self.reward_steps), "collapse/plateau": float(self.plateau)}
+            "collapse/recent_steps": float(self.recent_steps), "collapse/plateau": float(self.plateau)}
         return {f"collapse/{self.action}": 1.0} | rollback | rolled | start | bonus | rewards
 
     @classmethod
@@ -210,7 +215,7 @@ class Intervention:
                    int(metrics.get("collapse/attempt", 0)), sampled, skipped - int(metrics.get("groups_solved", 0)),
                    None if rolled is None else int(rolled), bool(metrics.get("collapse/from_start")), bonus,
                    metrics.get("collapse/reward_start"), metrics.get("collapse/reward_recent"),
-                   int(metrics.get("collapse/reward_steps", 0)), bool(metrics.get("collapse/plateau")))
+                   int(metrics.get("collapse/recent_steps", 0)), bool(metrics.get("collapse/plateau")))
 
 
 class CollapseRecovery:
@@ -233,18 +238,19 @@ class CollapseRecovery:
         self.recent: deque[bool] = deque(maxlen=STALL_WINDOW)
         """Whether each of the last steps had most groups without signal (`STALL_STEPS`)."""
         self.first_rewards: list[float] = []
-        self.rewards: deque[float] = deque(maxlen=STALL_WINDOW)
-        """The mean train reward of the run's first `START_STEPS` steps and of its last `STALL_WINDOW` after those (a
-        give-up's plateau or not)."""
+        """The mean train reward of each of the run's first `START_STEPS` steps (a give-up's plateau or not)."""
+        self.recent_rewards: deque[float] = deque(maxlen=RECENT_STEPS)
+        """The same of the last `RECENT_STEPS` steps after those."""
         self.entropy_coef = 0.0
         """The entropy bonus in the loss from the first intervention on (`cfg.entropy_coef`; 0 before it)."""
 
     def resume(self, step: int, steps: Sequence[Mapping[str, float]], watch: ExplorationWatch) -> None:
         """Go on after `--resume` from `step`, the last of the stored `steps` (each step's metrics, in order): the
-        learning-rate factor (the trainer's scheduler kept it too) or the temperature, and the attempts
-        so far, from the last; whether it gave up or reported the task unlearnable, and the stall window
-        (by `watch`'s measure), from all. The trainer's copy of the weights is then the resumed ones, which sample
-        the next step, with `rollback_to = "start"` too (the copy is not kept across processes)."""
+        learning-rate factor (the trainer's scheduler kept it too) or the temperature, and the attempts so far, from
+        the last; whether it gave up or reported the task unlearnable, the stall window (by `watch`'s measure) and the
+        first and recent steps' rewards (their `reward` metric), from all. The trainer's copy of the weights is then
+        the resumed ones, which sample the next step, with `rollback_to = "start"` too (the copy is not kept across
+        processes)."""
         last = steps[-1]
         self.lr_scale = last.get("collapse/lr_scale", self.lr_scale)
         if "collapse/lr_scale" in last:  # a rollback recovery, or a temperature one that escalated
@@ -275,7 +281,7 @@ class CollapseRecovery:
         says nothing."""
         if math.isnan(reward):
             return
-        (self.first_rewards if len(self.first_rewards) < START_STEPS else self.rewards).append(reward)
+        (self.first_rewards if len(self.first_rewards) < START_STEPS else self.recent_rewards).append(reward)
 
     def after_step(self, step: int, watch: ExplorationWatch, fired: bool, sampled: int, stuck: int, reward: float,
                    explored: bool = False) -> Intervention | None:
@@ -341,15 +347,16 @@ class CollapseRecovery:
 
     def _give_up(self, step: int, watch: ExplorationWatch, value_from: float, value_to: float, sampled: int,
                  stuck: int) -> Intervention:
-        """Stop intervening for the rest of the run, reading the reward: a plateau (`PLATEAU_RISE`) or not."""
+        """Stop intervening for the rest of the run, reading the reward: a plateau (`PLATEAU_SHARE`) or not."""
         self.gave_up = True
         given_up = Intervention(step, "give_up", self.method, value_from, value_to, self.attempt, sampled, stuck)
-        if not self.rewards:  # no step after the first ones had a scored rollout
+        if not self.recent_rewards:  # no step after the first ones had a scored rollout
             return given_up
-        start, recent = sum(self.first_rewards) / len(self.first_rewards), sum(self.rewards) / len(self.rewards)
-        span = watch.best - watch.worst
-        return replace(given_up, reward_start=start, reward_recent=recent, reward_steps=len(self.rewards),
-                       plateau=span > 0 and recent - start >= PLATEAU_RISE * span)
+        start = sum(self.first_rewards) / len(self.first_rewards)
+        recent = sum(self.recent_rewards) / len(self.recent_rewards)
+        best = watch.solved_reward if watch.solved_reward is not None else watch.best
+        return replace(given_up, reward_start=start, reward_recent=recent, recent_steps=len(self.recent_rewards),
+                       plateau=best > start and recent - start >= PLATEAU_SHARE * (best - start))
 
     @property
     def stalled(self) -> bool:

@@ -71,7 +71,7 @@ def test_raised_temperature_reaches_the_engine(tmp_path):
     gave_up = metrics[4]
     assert gave_up["collapse/reward_start"] == sum(m["reward"] for m in metrics[:3]) / 3
     assert gave_up["collapse/reward_recent"] == sum(m["reward"] for m in metrics[3:5]) / 2
-    assert (gave_up["collapse/reward_steps"], gave_up["collapse/plateau"]) == (2.0, 0.0)
+    assert (gave_up["collapse/recent_steps"], gave_up["collapse/plateau"]) == (2.0, 0.0)
     log = sink.getvalue()
     assert "sampling temperature of the next groups 0.5 -> 0.75 (raise 1)" in log
     assert "collapse recovery gave up" in log and "the task does not look learnable at these settings (mean" in log

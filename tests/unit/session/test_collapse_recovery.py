@@ -3,12 +3,14 @@ once groups have signal, and roll back when the raises bring no signal back; or 
 explored at a lower learning rate from the start; both give up after a bounded number of attempts; a solved task
 and a task without any signal since the start trigger neither."""
 
+import math
+
 import pytest
 
 from looprl.config import CollapseRecovery as RecoveryConfig
 from looprl.session.advantages import GroupAdvantages
 from looprl.session.collapse import ExplorationWatch
-from looprl.session.collapse_recovery import CollapseRecovery, Intervention, explored
+from looprl.session.collapse_recovery import RECENT_STEPS, STALL_WINDOW, CollapseRecovery, Intervention, explored
 
 
 def drive(recovery: CollapseRecovery, watch: ExplorationWatch, steps: list[list[tuple[float, ...]]], first: int = 1,
@@ -109,15 +111,37 @@ def test_a_give_up_after_the_reward_rose_says_plateau_not_unlearnable(method):
     stored: list[dict[str, float]] = []
     seen = drive(CollapseRecovery(cfg, 1.0), ExplorationWatch(steps=2), [SIGNAL] * 3 + [PLATEAU] * 12, stored=stored)
     [gave_up] = [i for i, _ in seen if i and i.action == "give_up"]
-    assert gave_up.plateau and gave_up.reward_start == 0.25 and gave_up.reward_recent > 0.6
+    assert gave_up.plateau and (gave_up.reward_start, gave_up.reward_recent) == (0.25, 0.75)
     line = gave_up.line()
-    assert "; a plateau (mean reward 0.25 over the run's first steps, 0.75 over its last " in line
+    assert f"; a plateau (mean reward 0.25 over the run's first 3 steps, 0.75 over its last {gave_up.step - 3})" in line
     assert "not look learnable" not in line
     assert Intervention.from_metrics(gave_up.step, stored[gave_up.step - 1], stored[gave_up.step - 2]) == gave_up
     guessing = [(1.0, 0.0), (1.0, 0.0)]  # as right as one answer to every question (large_number from ~0.4 to 0.5)
     flat = drive(CollapseRecovery(cfg, 1.0), ExplorationWatch(steps=2), [guessing] * 3 + [COLLAPSED] * 12)
     [not_learnt] = [i for i, _ in flat if i and i.action == "give_up"]
     assert not not_learnt.plateau and "does not look learnable at these settings (mean reward 0.50" in not_learnt.line()
+
+
+def test_a_give_up_reads_the_last_ten_steps_after_the_first_three_and_skips_steps_without_a_score():
+    """The recent mean is over the last `RECENT_STEPS` steps, not the whole run (a long plateau after an early rise
+    and a fall); a step whose rollouts all failed (reward NaN) says nothing; with no step after the first three the
+    line says what it did before the means were kept."""
+    watch, recovery = ExplorationWatch(), CollapseRecovery(RecoveryConfig(method="temperature"), 1.0)
+    watch.best, watch.worst = 1.0, 0.0
+    for step, reward in enumerate([0.2] * 3 + [0.9] * 5 + [0.3] * 10 + [math.nan], 1):
+        recovery.after_step(step, watch, False, 8, 0, reward)
+    recovery.attempt = 1  # a raise was tried: the stall rule may give up
+    recovery.recent.extend([True] * STALL_WINDOW)
+    gave_up = recovery.after_step(20, watch, False, 8, 8, 0.3)
+    assert gave_up is not None and gave_up.action == "give_up"
+    assert (gave_up.recent_steps, gave_up.reward_start, gave_up.plateau) == (RECENT_STEPS, pytest.approx(0.2), False)
+    assert gave_up.reward_recent == pytest.approx(0.3)
+    early = CollapseRecovery(RecoveryConfig(method="rollback", max_attempts=1), 1.0)
+    seen = drive(early, ExplorationWatch(steps=1), [COLLAPSED] * 3)
+    [given] = [i for i, _ in seen if i and i.action == "give_up"]
+    assert given.reward_start is None and "collapse/reward_start" not in given.metrics()
+    assert given.line().endswith("; the task does not look learnable at these settings, no further interventions in "
+                                 "this run")
 
 
 def test_raises_without_signal_escalate_to_a_rollback():

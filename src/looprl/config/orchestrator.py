@@ -88,12 +88,12 @@ class CollapseRecovery(Strict):
     """temperature: taken off the raised temperature at each step with signal, until it is back at the
     configured one."""
     max_attempts: int = Field(4, ge=1)
-    """Before it gives up (the run then says whether the reward rose to a plateau or the task does not look
-    learnable at these settings): rollbacks in the run (`rollback`), or raises in a row without a step regaining
-    signal (`temperature`, whose temperature then goes back; with `escalate` it rolls back instead and gives up
-    after as many rollbacks). A temperature recovery that has raised also gives up (or escalates) once 7 of the last
-    10 steps had most groups without signal, however few raises in a row (one step before the 8 of 10 that counts as
-    a stuck run)."""
+    """Before it gives up (the run then says how far the reward rose: to a plateau, part of the way, or hardly, a task
+    that does not look learnable at these settings): rollbacks in the run (`rollback`), or raises in a row without a
+    step regaining signal (`temperature`, whose temperature then goes back; with `escalate` it rolls back instead and
+    gives up after as many rollbacks). A temperature recovery that has raised also gives up (or escalates) once 7 of
+    the last 10 steps had most groups without signal, however few raises in a row (one step before the 8 of 10 that
+    counts as a stuck run)."""
     escalate: bool = False
     """temperature: once `max_attempts` raises in a row brought no signal back, roll back as `rollback` does (and
     go on as `rollback`) instead of giving up; the trainer then keeps a copy of the trainable weights from the

@@ -150,7 +150,7 @@ def collapse_interventions(steps: list[StepMetrics]) -> list[CollapseInterventio
             out.append(CollapseIntervention(step=found.step, action=found.action, method=found.method,
                                             message=found.line(), value_from=found.value_from,
                                             value_to=found.value_to, entropy_coef=found.entropy_coef,
-                                            plateau=found.plateau))
+                                            progress=found.progress, plateau=found.plateau))
         previous.update((k, s.metrics[k]) for k in SETTING_METRIC.values() if k in s.metrics)
     return out
 

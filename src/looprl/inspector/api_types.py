@@ -146,9 +146,11 @@ class CollapseIntervention(BaseModel):
     temperature of the groups started after it (temperature)."""
     entropy_coef: float = 0.0
     """The entropy bonus this intervention put into the loss for the rest of the run (0: none)."""
+    progress: float | None = None
+    """give_up: how far the mean reward of its last steps came from the run's first steps' towards the best (0: not
+    at all, 1: all the way; None: not known), which its message reads."""
     plateau: bool = False
-    """give_up: the recent reward had come at least half the way from the run's first steps' to the best (the policy
-    learnt part of the task), so its message says a plateau rather than a task that does not look learnable."""
+    """give_up: at least half the way (the policy learnt part of the task): its message says a plateau."""
     message: str
     """The line the orchestrator logged: when, why, what changed."""
 

@@ -16,7 +16,7 @@ same collapsed policy. Two ways back, `[orchestrator.collapse] method`, and a le
   questions the step drew; the policy is lost once that walk reaches one answer for all (every group alike, no
   gradient), and it learns the questions only if their signal adds up first. A smaller step makes the walk slower
   against the signal's drift: at 1e-5 the task was learnt on seeds on which 2e-5 collapsed (docs/benchmarks.md).
-  After `max_attempts` rollbacks it gives up (below: a plateau, or a task that does not look learnable).
+  After `max_attempts` rollbacks it gives up (below: what the reward says then).
 - **temperature**: raises the temperature of the groups started from then on by `raise_by` (up to
   `max_temperature`, by default 0.5 above the configured one) when the watch fires, and again at each further step
   that is still stuck; **decays** it by `decay_by` per step once a step has signal again, back to the configured
@@ -28,11 +28,14 @@ same collapsed policy. Two ways back, `[orchestrator.collapse] method`, and a le
   longer gives: on large_number it brought no collapsed seed back); without it, it **gives up**: the recovery stays
   off for the rest of the run.
 
-Either method's give-up reads the reward before it says why: when the mean reward of the last steps has come at
-least half the way from the run's first steps' to the best reward (`PLATEAU_SHARE`), the policy learnt part of the
-task and stopped exploring there, a **plateau** (on examples/two_digit seeds sat at ~83 % with a few questions
-answered wrong every time, and one of them reached 95 % after the give-up); else the task does not look learnable
-at these settings. Its line gives both means.
+Either method's give-up reads the reward before it says why (`Intervention.progress`: how far the mean reward of the
+last steps came from the run's first steps' towards the best): at least half the way (`PLATEAU_SHARE`), the policy
+learnt part of the task and stopped exploring there, a **plateau** (on examples/two_digit seeds sat at ~83 % with a
+few questions answered wrong every time, and one of them reached 95 % after the give-up); under a quarter
+(`FLAT_SHARE`), the reward hardly rose and the task does not look learnable at these settings; in between it says
+only that the reward rose part of the way and stopped, as the reward cannot tell a policy still learning from one
+that settled on a partial answer (a large_number seed that gave up there learnt the task 13 steps later, another
+had answered "No" to every question since step 19). Its line gives the means and the share of the way.
 
 With `entropy_coef` the first intervention also puts an entropy bonus into the loss for the rest of the run
 (handed to the trainer with each batch): it cannot bring signal back by itself (it trains only groups with signal),
@@ -71,11 +74,12 @@ escalates (two seeds of large_number sat at one answer that way)."""
 START_STEPS, RECENT_STEPS = 3, 10
 """A give-up compares the mean reward of the run's first `START_STEPS` steps with groups of their own with that of
 the last `RECENT_STEPS` steps after them."""
-PLATEAU_SHARE = 0.5
-"""A give-up is a plateau when the recent mean reward has come this share of the way from the first steps' mean to
-the best reward (`solved_reward` where configured, else the best rollout's so far) or further. Measured on stored
-runs: examples/two_digit's stalled seeds came 0.8 of the way (~0.2 to ~1.25 of 1.5); its collapse to the format alone
-0.3 (0.07 to 0.49) and large_number's to one answer for every question 0.2 (~0.4 to 0.5 of 1)."""
+PLATEAU_SHARE, FLAT_SHARE = 0.5, 0.25
+"""How far a give-up's recent mean reward came from the first steps' mean towards the best reward (`solved_reward`
+where configured, else the best rollout's so far): a plateau from `PLATEAU_SHARE` of the way on, hardly a rise below
+`FLAT_SHARE`. Measured on stored runs: examples/two_digit's stalled seeds 0.73-0.82 (~0.2 to ~1.25 of 1.5);
+large_number's collapses to one answer for every question 0.12 and 0.17, one after a slow start 0.33, a seed that
+then learnt it 0.44; two_digit's collapse to the format alone 0.29."""
 
 
 def explored(sampled: int, kept: int, share: float) -> bool:
@@ -126,9 +130,23 @@ class Intervention:
     reward_recent: float | None = None
     """give_up: the mean train reward of the last `recent_steps` steps after those."""
     recent_steps: int = 0
-    plateau: bool = False
-    """give_up: the recent reward had come `PLATEAU_SHARE` of the way to the best: a plateau, not a task the policy
-    did not learn."""
+    reward_best: float | None = None
+    """give_up: the best reward (`solved_reward` where configured, else the best rollout's so far)."""
+
+    @property
+    def progress(self) -> float | None:
+        """give_up: how far the recent mean reward came from the first steps' towards the best (0: not at all, 1: all
+        the way; None: not known)."""
+        if self.reward_start is None or self.reward_recent is None or self.reward_best is None:
+            return None
+        if self.reward_best <= self.reward_start:
+            return 0.0
+        return (self.reward_recent - self.reward_start) / (self.reward_best - self.reward_start)
+
+    @property
+    def plateau(self) -> bool:
+        """give_up: the policy learnt part of the task and stopped exploring there (`PLATEAU_SHARE`)."""
+        return self.progress is not None and self.progress >= PLATEAU_SHARE
 
     def line(self) -> str:
         """The intervention in words, for the orchestrator's log: when, why, what it changed."""
@@ -164,15 +182,20 @@ class Intervention:
                 "is not learnable at these settings (nothing to recover: the policy never explored it)")
 
     def _verdict(self) -> str:
-        """A give-up's reading of the reward, for `line`: a plateau, or a task that does not look learnable."""
-        if self.reward_start is None or self.reward_recent is None:
+        """A give-up's reading of the reward, for `line` (`PLATEAU_SHARE`, `FLAT_SHARE`)."""
+        progress = self.progress
+        if progress is None:  # stored before the means were kept, or no step after the first ones was scored
             return "the task does not look learnable at these settings"
         rewards = (f"mean reward {self.reward_start:.2f} over the run's first {START_STEPS} steps, "
-                   f"{self.reward_recent:.2f} over its last {self.recent_steps}")
-        if self.plateau:
+                   f"{self.reward_recent:.2f} over its last {self.recent_steps}: {progress:.0%} of the way to the "
+                   f"best, {self.reward_best:g}")
+        if progress >= PLATEAU_SHARE:
             return (f"a plateau ({rewards}): the policy learnt part of the task and most groups give every rollout the "
                     "same reward there, which the recovery could not change")
-        return f"the task does not look learnable at these settings ({rewards})"
+        if progress < FLAT_SHARE:
+            return f"the reward hardly rose ({rewards}): the task does not look learnable at these settings"
+        return (f"the reward rose part of the way and stopped there ({rewards}), and the recovery could not bring "
+                "signal back")
 
     def _to(self) -> str:
         """A rollback's weights, for `line`."""
@@ -191,9 +214,10 @@ class Intervention:
         rollback = {"collapse/rollback": 1.0} if self.action == "escalate" else {}
         start = {"collapse/from_start": 1.0} if self.from_start else {}
         bonus = {"collapse/entropy_on": 1.0} if self.entropy_coef else {}
-        rewards = {} if self.reward_start is None or self.reward_recent is None else {
-            "collapse/reward_start": self.reward_start, "collapse/reward_recent": self.reward_recent,
-            "collapse/recent_steps": float(self.recent_steps), "collapse/plateau": float(self.plateau)}
+        rewards: dict[str, float] = {}
+        if self.reward_start is not None and self.reward_recent is not None and self.reward_best is not None:
+            rewards = {"collapse/reward_start": self.reward_start, "collapse/reward_recent": self.reward_recent,
+                       "collapse/recent_steps": float(self.recent_steps), "collapse/reward_best": self.reward_best}
         return {f"collapse/{self.action}": 1.0} | rollback | rolled | start | bonus | rewards
 
     @classmethod
@@ -215,7 +239,7 @@ class Intervention:
                    int(metrics.get("collapse/attempt", 0)), sampled, skipped - int(metrics.get("groups_solved", 0)),
                    None if rolled is None else int(rolled), bool(metrics.get("collapse/from_start")), bonus,
                    metrics.get("collapse/reward_start"), metrics.get("collapse/reward_recent"),
-                   int(metrics.get("collapse/recent_steps", 0)), bool(metrics.get("collapse/plateau")))
+                   int(metrics.get("collapse/recent_steps", 0)), metrics.get("collapse/reward_best"))
 
 
 class CollapseRecovery:
@@ -238,7 +262,7 @@ class CollapseRecovery:
         self.recent: deque[bool] = deque(maxlen=STALL_WINDOW)
         """Whether each of the last steps had most groups without signal (`STALL_STEPS`)."""
         self.first_rewards: list[float] = []
-        """The mean train reward of each of the run's first `START_STEPS` steps (a give-up's plateau or not)."""
+        """The mean train reward of each of the run's first `START_STEPS` steps (what a give-up says)."""
         self.recent_rewards: deque[float] = deque(maxlen=RECENT_STEPS)
         """The same of the last `RECENT_STEPS` steps after those."""
         self.entropy_coef = 0.0
@@ -347,7 +371,7 @@ class CollapseRecovery:
 
     def _give_up(self, step: int, watch: ExplorationWatch, value_from: float, value_to: float, sampled: int,
                  stuck: int) -> Intervention:
-        """Stop intervening for the rest of the run, reading the reward: a plateau (`PLATEAU_SHARE`) or not."""
+        """Stop intervening for the rest of the run, with the rewards its line reads (`Intervention.progress`)."""
         self.gave_up = True
         given_up = Intervention(step, "give_up", self.method, value_from, value_to, self.attempt, sampled, stuck)
         if not self.recent_rewards:  # no step after the first ones had a scored rollout
@@ -356,7 +380,7 @@ class CollapseRecovery:
         recent = sum(self.recent_rewards) / len(self.recent_rewards)
         best = watch.solved_reward if watch.solved_reward is not None else watch.best
         return replace(given_up, reward_start=start, reward_recent=recent, recent_steps=len(self.recent_rewards),
-                       plateau=best > start and recent - start >= PLATEAU_SHARE * (best - start))
+                       reward_best=best)
 
     @property
     def stalled(self) -> bool:

@@ -67,11 +67,11 @@ def test_raised_temperature_reaches_the_engine(tmp_path):
     assert [k for m in metrics for k in m if k in ("collapse/raise", "collapse/give_up")] == \
         ["collapse/raise", "collapse/raise", "collapse/give_up"]
     # the give-up reads the steps' `reward` metric: the first 3 steps' mean against the 2 after them, level (one
-    # question right, one wrong every step), so not a plateau
+    # question right, one wrong every step): the reward hardly rose
     gave_up = metrics[4]
     assert gave_up["collapse/reward_start"] == sum(m["reward"] for m in metrics[:3]) / 3
     assert gave_up["collapse/reward_recent"] == sum(m["reward"] for m in metrics[3:5]) / 2
-    assert (gave_up["collapse/recent_steps"], gave_up["collapse/plateau"]) == (2.0, 0.0)
+    assert gave_up["collapse/recent_steps"] == 2.0
     log = sink.getvalue()
     assert "sampling temperature of the next groups 0.5 -> 0.75 (raise 1)" in log
-    assert "collapse recovery gave up" in log and "the task does not look learnable at these settings (mean" in log
+    assert "collapse recovery gave up" in log and "the reward hardly rose (mean reward" in log

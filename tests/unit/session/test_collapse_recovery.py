@@ -106,20 +106,29 @@ time (examples/two_digit's stalled seeds)."""
 @pytest.mark.parametrize("method", ["temperature", "rollback"])
 def test_a_give_up_after_the_reward_rose_says_plateau_not_unlearnable(method):
     """Issue 37's honest detection: a policy stuck on part of the task is a plateau, said with the rewards; the
-    same stuck steps without a rise from the start are a task that does not look learnable."""
+    same stuck steps without a rise from the start are a task that does not look learnable, and a rise part of the
+    way is said as no more than that."""
     cfg = RecoveryConfig(method=method, max_attempts=2)
     stored: list[dict[str, float]] = []
     seen = drive(CollapseRecovery(cfg, 1.0), ExplorationWatch(steps=2), [SIGNAL] * 3 + [PLATEAU] * 12, stored=stored)
     [gave_up] = [i for i, _ in seen if i and i.action == "give_up"]
     assert gave_up.plateau and (gave_up.reward_start, gave_up.reward_recent) == (0.25, 0.75)
     line = gave_up.line()
-    assert f"; a plateau (mean reward 0.25 over the run's first 3 steps, 0.75 over its last {gave_up.step - 3})" in line
+    assert (f"; a plateau (mean reward 0.25 over the run's first 3 steps, 0.75 over its last {gave_up.step - 3}: 67% "
+            "of the way to the best, 1)") in line
     assert "not look learnable" not in line
     assert Intervention.from_metrics(gave_up.step, stored[gave_up.step - 1], stored[gave_up.step - 2]) == gave_up
     guessing = [(1.0, 0.0), (1.0, 0.0)]  # as right as one answer to every question (large_number from ~0.4 to 0.5)
     flat = drive(CollapseRecovery(cfg, 1.0), ExplorationWatch(steps=2), [guessing] * 3 + [COLLAPSED] * 12)
     [not_learnt] = [i for i, _ in flat if i and i.action == "give_up"]
-    assert not not_learnt.plateau and "does not look learnable at these settings (mean reward 0.50" in not_learnt.line()
+    assert not not_learnt.plateau and not_learnt.progress == 0.0
+    assert "; the reward hardly rose (mean reward 0.50" in not_learnt.line()
+    assert "the task does not look learnable at these settings" in not_learnt.line()
+    part = drive(CollapseRecovery(cfg, 1.0), ExplorationWatch(steps=2), [SIGNAL] * 3 + [COLLAPSED] * 12)
+    [partway] = [i for i, _ in part if i and i.action == "give_up"]  # 0.25 to 0.5: a third of the way to 1
+    assert partway.progress == pytest.approx(1 / 3) and not partway.plateau
+    assert "; the reward rose part of the way and stopped there (mean reward 0.25" in partway.line()
+    assert "learnable" not in partway.line() and "plateau" not in partway.line()
 
 
 def test_a_give_up_reads_the_last_ten_steps_after_the_first_three_and_skips_steps_without_a_score():
@@ -354,7 +363,7 @@ def test_a_resume_at_any_step_goes_on_as_the_run_would_have(cfg, at):
     assert recovery.entropy_coef == (cfg.entropy_coef if any(i for i, _ in whole[:at]) else 0.0)
     resumed = drive(recovery, watch, RUN[at:], first=at + 1)
     def said(i: Intervention | None):
-        return i and (i.action, i.value_to, i.entropy_coef, i.reward_start, i.reward_recent, i.plateau)
+        return i and (i.action, i.value_to, i.entropy_coef, i.reward_start, i.reward_recent, i.reward_best)
 
     assert [(said(i), t) for i, t in resumed] == [(said(i), t) for i, t in whole[at:]]
     assert sum(i is not None for i, _ in whole) >= 3  # the run has interventions to carry over

@@ -58,11 +58,15 @@ class ExplorationWatch:
         groups count as solved."""
         rewards = [r for a in advantages for r in a.rewards if r is not None]
         self.best, self.worst = max([self.best, *rewards]), min([self.worst, *rewards])
-        known = self.solved_reward is not None
-        top = self.solved_reward if self.solved_reward is not None else self.best
+        known, top = self.solved_reward is not None, self.top
         skipped = [a for a in advantages if a.skipped]
         at_top = [a for a in skipped if a.rewards and all(r is not None and r >= top for r in a.rewards)]
         return len(at_top) if (known or self.best > self.worst) and len(at_top) == len(skipped) else 0
+
+    @property
+    def top(self) -> float:
+        """The reward of a reply that solves the task: `solved_reward`, else the best rollout's so far."""
+        return self.solved_reward if self.solved_reward is not None else self.best
 
     def overshoot(self) -> str | None:
         """Once, when a rollout scored above `solved_reward`: the warning that it is set too low (then any group

@@ -378,9 +378,8 @@ class CollapseRecovery:
             return given_up
         start = sum(self.first_rewards) / len(self.first_rewards)
         recent = sum(self.recent_rewards) / len(self.recent_rewards)
-        best = watch.solved_reward if watch.solved_reward is not None else watch.best
         return replace(given_up, reward_start=start, reward_recent=recent, recent_steps=len(self.recent_rewards),
-                       reward_best=best)
+                       reward_best=watch.top)
 
     @property
     def stalled(self) -> bool:

@@ -93,7 +93,8 @@ class CollapseRecovery(Strict):
     step regaining signal (`temperature`, whose temperature then goes back; with `escalate` it rolls back instead and
     gives up after as many rollbacks). A temperature recovery that has raised also gives up (or escalates) once 7 of
     the last 10 steps had most groups without signal, however few raises in a row (one step before the 8 of 10 that
-    counts as a stuck run)."""
+    counts as a stuck run). Where the reward says a plateau (half the way from the first steps' to the best), the
+    temperature recovery holds instead: the temperature stays raised and the raises count again."""
     escalate: bool = False
     """temperature: once `max_attempts` raises in a row brought no signal back, roll back as `rollback` does (and
     go on as `rollback`) instead of giving up; the trainer then keeps a copy of the trainable weights from the

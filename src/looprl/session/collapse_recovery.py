@@ -23,15 +23,20 @@ same collapsed policy. Two ways back, `[orchestrator.collapse] method`, and a le
   one (a hotter policy is not the one being trained: the trainer's log-probabilities are the temperature-1
   policy's, so rollouts drawn hot enter the loss as if drawn from it); after `max_attempts` raises in a row without
   a step regaining signal, or once a raise was tried and `STALL_STEPS` of the last `STALL_WINDOW` steps still had
-  none, the temperature goes back and, with `escalate` (off by default), the recovery **rolls back** as `rollback`
-  does and goes on as `rollback` (a hotter temperature spreads a reply's later tokens, not an answer the policy no
-  longer gives: on large_number it brought no collapsed seed back); without it, it **gives up**: the recovery stays
-  off for the rest of the run.
+  none, it reads the reward (below). On a **plateau** it **holds**: the temperature stays raised and the raises
+  start counting again, neither a rollback nor a give-up (a rollback undoes what the policy learnt: on
+  examples/two_digit the escalation's rollbacks at a plateau near 83 % went back to weights already on it, and the
+  seed gave up there; the temperature alone brought signal back again and again on the same plateau). Otherwise the
+  temperature goes back and, with `escalate` (off by default), the recovery **rolls back** as `rollback` does and
+  goes on as `rollback` (a hotter temperature spreads a reply's later tokens, not an answer the policy no longer
+  gives: on large_number it brought no collapsed seed back); without it, it **gives up**: the recovery stays off for
+  the rest of the run.
 
-Either method's give-up reads the reward before it says why (`Intervention.progress`: how far the mean reward of the
-last steps came from the run's first steps' towards the best): at least half the way (`PLATEAU_SHARE`), the policy
-learnt part of the task and stopped exploring there, a **plateau** (on examples/two_digit seeds sat at ~83 % with a
-few questions answered wrong every time, and one of them reached 95 % after the give-up); under a quarter
+Either method's give-up, and the temperature's hold, read the reward first (`Intervention.progress`: how far the
+mean reward of the last steps came from the run's first steps' towards the best): at least half the way
+(`PLATEAU_SHARE`), the policy learnt part of the task and stopped exploring there, a **plateau** (on examples/two_digit
+seeds sat at ~83 % with a few questions answered wrong every time, and one of them reached 95 % after the give-up;
+only a rollback recovery gives up there); under a quarter
 (`FLAT_SHARE`), the reward hardly rose and the task does not look learnable at these settings; in between it says
 only that the reward rose part of the way and stopped, as the reward cannot tell a policy still learning from one
 that settled on a partial answer (a large_number seed that gave up there learnt the task 13 steps later, another
@@ -90,7 +95,7 @@ def explored(sampled: int, kept: int, share: float) -> bool:
     return sampled > 0 and kept >= (1 - share) * sampled
 
 
-Action = Literal["escalate", "rollback", "raise", "decay", "give_up", "unlearnable"]
+Action = Literal["escalate", "rollback", "raise", "decay", "hold", "give_up", "unlearnable"]
 """`escalate`: the temperature's rollback (with `collapse/rollback` too, as the orchestrator and trainer act on that);
 first, so a stored step's metrics name it."""
 ACTIONS: tuple[Action, ...] = get_args(Action)
@@ -125,18 +130,18 @@ class Intervention:
     """The entropy bonus this intervention put into the loss for the rest of the run (`entropy_coef` of
     `[orchestrator.collapse]`, with the run's first intervention); 0: none."""
     reward_start: float | None = None
-    """give_up: the mean train reward of the run's first `START_STEPS` steps (None: a run stored before it was kept,
-    or no step after those had a scored rollout)."""
+    """give_up and hold: the mean train reward of the run's first `START_STEPS` steps (None: a run stored before it
+    was kept, or no step after those had a scored rollout)."""
     reward_recent: float | None = None
     """give_up: the mean train reward of the last `recent_steps` steps after those."""
     recent_steps: int = 0
     reward_best: float | None = None
-    """give_up: the best reward (`solved_reward` where configured, else the best rollout's so far)."""
+    """give_up and hold: the best reward (`solved_reward` where configured, else the best rollout's so far)."""
 
     @property
     def progress(self) -> float | None:
-        """give_up: how far the recent mean reward came from the first steps' towards the best (0: not at all, 1: all
-        the way; None: not known)."""
+        """give_up and hold: how far the recent mean reward came from the first steps' towards the best (0: not at all,
+        1: all the way; None: not known)."""
         if self.reward_start is None or self.reward_recent is None or self.reward_best is None:
             return None
         if self.reward_best <= self.reward_start:
@@ -145,7 +150,7 @@ class Intervention:
 
     @property
     def plateau(self) -> bool:
-        """give_up: the policy learnt part of the task and stopped exploring there (`PLATEAU_SHARE`)."""
+        """give_up and hold: the policy learnt part of the task and stopped exploring there (`PLATEAU_SHARE`)."""
         return self.progress is not None and self.progress >= PLATEAU_SHARE
 
     def line(self) -> str:
@@ -170,6 +175,10 @@ class Intervention:
             return f"collapse recovery: {why}, policy not exploring; {change}{held} (raise {self.attempt})"
         if self.action == "decay":
             return f"collapse recovery: groups have signal again at step {self.step}; {change}"
+        if self.action == "hold":
+            return (f"collapse recovery: {why} after raising the temperature; a plateau ({self._rewards()}): the "
+                    "policy learnt part of the task, which a rollback would undo, so the sampling temperature of the "
+                    f"next groups stays at {self.value_to:g} and the raises start again")
         if self.action == "give_up":
             plural = "s" if self.attempt != 1 else ""
             tried = (f"{self.attempt} rollback{plural} down to learning rate x{self.value_from:g}"
@@ -186,9 +195,7 @@ class Intervention:
         progress = self.progress
         if progress is None:  # stored before the means were kept, or no step after the first ones was scored
             return "the task does not look learnable at these settings"
-        rewards = (f"mean reward {self.reward_start:.2f} over the run's first {START_STEPS} steps, "
-                   f"{self.reward_recent:.2f} over its last {self.recent_steps}: {progress:.0%} of the way to the "
-                   f"best, {self.reward_best:g}")
+        rewards = self._rewards()
         if progress >= PLATEAU_SHARE:
             return (f"a plateau ({rewards}): the policy learnt part of the task and most groups give every rollout the "
                     "same reward there, which the recovery could not change")
@@ -196,6 +203,12 @@ class Intervention:
             return f"the reward hardly rose ({rewards}): the task does not look learnable at these settings"
         return (f"the reward rose part of the way and stopped there ({rewards}), and the recovery could not bring "
                 "signal back")
+
+    def _rewards(self) -> str:
+        """The means a give-up or a hold read, and how far they came (`progress`), for `line`."""
+        return (f"mean reward {self.reward_start:.2f} over the run's first {START_STEPS} steps, "
+                f"{self.reward_recent:.2f} over its last {self.recent_steps}: {self.progress:.0%} of the way to the "
+                f"best, {self.reward_best:g}")
 
     def _to(self) -> str:
         """A rollback's weights, for `line`."""
@@ -288,7 +301,7 @@ class CollapseRecovery:
             if not self.gave_up and sampled:
                 self.recent.append(watch.stuck(sampled, stuck))
                 self.note_reward(metrics.get("reward", math.nan))
-            if metrics.get("collapse/rollback"):
+            if metrics.get("collapse/rollback") or metrics.get("collapse/hold"):
                 self.recent.clear()
             self.gave_up = self.gave_up or bool(metrics.get("collapse/give_up"))
             self.reported = self.reported or bool(metrics.get("collapse/unlearnable"))
@@ -354,6 +367,11 @@ class CollapseRecovery:
         before = self.temperature
         if is_stuck and (fired or self.attempt or not self.sampled_as_configured):
             if self.attempt == self.cfg.max_attempts or (self.attempt and self.stalled):
+                hold = self._read(Intervention(step, "hold", "temperature", before, before, 0, sampled, stuck), watch)
+                if hold.plateau:  # the raises start again from here, the stall window too
+                    self.attempt = 0
+                    self.recent.clear()
+                    return hold
                 self.temperature = self.base
                 if self.cfg.escalate:
                     self.method, self.attempt = "rollback", 0
@@ -374,12 +392,16 @@ class CollapseRecovery:
         """Stop intervening for the rest of the run, with the rewards its line reads (`Intervention.progress`)."""
         self.gave_up = True
         given_up = Intervention(step, "give_up", self.method, value_from, value_to, self.attempt, sampled, stuck)
-        if not self.recent_rewards:  # no step after the first ones had a scored rollout
-            return given_up
-        start = sum(self.first_rewards) / len(self.first_rewards)
-        recent = sum(self.recent_rewards) / len(self.recent_rewards)
-        return replace(given_up, reward_start=start, reward_recent=recent, recent_steps=len(self.recent_rewards),
-                       reward_best=watch.top)
+        return self._read(given_up, watch)
+
+    def _read(self, intervention: Intervention, watch: ExplorationWatch) -> Intervention:
+        """A give-up or a hold with the rewards it reads (`Intervention.progress`); as it is where no step after the
+        first ones had a scored rollout."""
+        if not self.recent_rewards:
+            return intervention
+        return replace(intervention, reward_start=sum(self.first_rewards) / len(self.first_rewards),
+                       reward_recent=sum(self.recent_rewards) / len(self.recent_rewards),
+                       recent_steps=len(self.recent_rewards), reward_best=watch.top)
 
     @property
     def stalled(self) -> bool:

@@ -123,20 +123,21 @@ def test_run_page_marks_collapse_recovery_interventions(run_dir):
                                    "sampling temperature of the next groups 1 -> 1.25 (raise 1)")
 
 
-def test_run_page_marks_a_give_up_on_a_plateau_as_one(run_dir):
-    """A give-up whose reward had risen well above the run's first steps': the mark says a plateau, with both
-    means, and carries `plateau` for a client."""
-    gave_up = {"groups_sampled": 8, "groups_skipped": 5, "collapse/temperature": 1.0, "collapse/attempt": 2.0,
-               "collapse/give_up": 1.0, "collapse/reward_start": 0.2, "collapse/reward_recent": 1.25,
-               "collapse/recent_steps": 10.0, "collapse/reward_best": 1.5}
+@pytest.mark.parametrize(("action", "says"), [("give_up", "gave up"), ("hold", "stays at 1.5 and the raises start")])
+def test_run_page_marks_a_plateau_as_one(run_dir, action, says):
+    """A give-up, or the temperature's hold, where the reward had risen well above the run's first steps': the mark
+    says a plateau, with both means, and carries `plateau` for a client."""
+    marked = {"groups_sampled": 8, "groups_skipped": 5, "collapse/temperature": 1.5, "collapse/attempt": 0.0,
+              f"collapse/{action}": 1.0, "collapse/reward_start": 0.2, "collapse/reward_recent": 1.25,
+              "collapse/recent_steps": 10.0, "collapse/reward_best": 1.5}
     with sqlite3.connect(run_dir / "looprl.db") as db:
-        db.execute("UPDATE steps SET metrics=? WHERE step=2", (json.dumps(gave_up),))
+        db.execute("UPDATE steps SET metrics=? WHERE step=2", (json.dumps(marked),))
     with TestClient(create_app([run_dir]), base_url="http://127.0.0.1:8765") as c:
         [mark] = c.get(f"{API}/metrics").json()["interventions"]
-    assert (mark["step"], mark["action"], mark["plateau"]) == (2, "give_up", True)
+    assert (mark["step"], mark["action"], mark["plateau"]) == (2, action, True)
     assert mark["progress"] == pytest.approx(1.05 / 1.3)
     assert ("a plateau (mean reward 0.20 over the run's first 3 steps, 1.25 over its last 10: 81% of the way to the "
-            "best, 1.5)" in mark["message"])
+            "best, 1.5)" in mark["message"]) and says in mark["message"]
 
 
 def test_tokens_carry_the_policy_version_of_each_token(run_dir):

@@ -103,12 +103,11 @@ PLATEAU = [(1.0, 1.0)] * 3 + [(0.0, 0.0)]
 time (examples/two_digit's stalled seeds)."""
 
 
-@pytest.mark.parametrize("method", ["temperature", "rollback"])
-def test_a_give_up_after_the_reward_rose_says_plateau_not_unlearnable(method):
-    """Issue 37's honest detection: a policy stuck on part of the task is a plateau, said with the rewards; the
-    same stuck steps without a rise from the start are a task that does not look learnable, and a rise part of the
-    way is said as no more than that."""
-    cfg = RecoveryConfig(method=method, max_attempts=2)
+def test_a_give_up_after_the_reward_rose_says_plateau_not_unlearnable():
+    """Issue 37's honest detection: a policy stuck on part of the task is a plateau, said with the rewards (the
+    rollback gives up there; the temperature holds: below); the same stuck steps without a rise from the start are a
+    task that does not look learnable, and a rise part of the way is said as no more than that, by either method."""
+    cfg = RecoveryConfig(method="rollback", max_attempts=2)
     stored: list[dict[str, float]] = []
     seen = drive(CollapseRecovery(cfg, 1.0), ExplorationWatch(steps=2), [SIGNAL] * 3 + [PLATEAU] * 12, stored=stored)
     [gave_up] = [i for i, _ in seen if i and i.action == "give_up"]
@@ -124,11 +123,41 @@ def test_a_give_up_after_the_reward_rose_says_plateau_not_unlearnable(method):
     assert not not_learnt.plateau and not_learnt.progress == 0.0
     assert "; the reward hardly rose (mean reward 0.50" in not_learnt.line()
     assert "the task does not look learnable at these settings" in not_learnt.line()
-    part = drive(CollapseRecovery(cfg, 1.0), ExplorationWatch(steps=2), [SIGNAL] * 3 + [COLLAPSED] * 12)
-    [partway] = [i for i, _ in part if i and i.action == "give_up"]  # 0.25 to 0.5: a third of the way to 1
-    assert partway.progress == pytest.approx(1 / 3) and not partway.plateau
-    assert "; the reward rose part of the way and stopped there (mean reward 0.25" in partway.line()
-    assert "learnable" not in partway.line() and "plateau" not in partway.line()
+    for method in ("rollback", "temperature"):
+        part = drive(CollapseRecovery(RecoveryConfig(method=method, max_attempts=2), 1.0), ExplorationWatch(steps=2),
+                     [SIGNAL] * 3 + [COLLAPSED] * 12)
+        [partway] = [i for i, _ in part if i and i.action == "give_up"]  # 0.25 to 0.5: a third of the way to 1
+        assert partway.progress == pytest.approx(1 / 3) and not partway.plateau
+        assert "; the reward rose part of the way and stopped there (mean reward 0.25" in partway.line()
+        assert "learnable" not in partway.line() and "plateau" not in partway.line()
+
+
+@pytest.mark.parametrize("escalate", [False, True])
+def test_on_a_plateau_the_temperature_holds_instead_of_rolling_back_or_giving_up(escalate):
+    """After `max_attempts` raises without signal on a plateau (most questions right every time, one wrong every
+    time), the temperature stays raised and the raises count again: no rollback to undo what the policy learnt, no
+    give-up; the line says why with the rewards, the inspector rebuilds it, a resume there goes on alike, and once
+    groups have signal again the temperature decays."""
+    cfg = RecoveryConfig(method="temperature", max_attempts=2, raise_by=0.25, escalate=escalate)  # up to 1.5
+    recovery, stored = CollapseRecovery(cfg, 1.0), []
+    steps = [SIGNAL] * 3 + [PLATEAU] * 9 + [SIGNAL] * 2
+    seen = drive(recovery, ExplorationWatch(steps=2), steps, stored=stored)
+    assert [(i.action if i else None, t) for i, t in seen[3:]] == [
+        (None, 1.0), ("raise", 1.25), ("raise", 1.5), ("hold", 1.5), ("raise", 1.5), ("raise", 1.5), ("hold", 1.5),
+        ("raise", 1.5), ("raise", 1.5), ("decay", 1.4), ("decay", 1.3)]
+    assert recovery.method == "temperature" and not recovery.gave_up
+    hold = seen[6][0]
+    assert hold.plateau and (hold.reward_start, hold.reward_recent, hold.recent_steps) == (0.25, 0.75, 4)
+    assert hold.line() == (
+        "collapse recovery: 4 of 4 groups at step 7 without signal after raising the temperature; a plateau (mean "
+        "reward 0.25 over the run's first 3 steps, 0.75 over its last 4: 67% of the way to the best, 1): the policy "
+        "learnt part of the task, which a rollback would undo, so the sampling temperature of the next groups stays "
+        "at 1.5 and the raises start again")
+    assert "collapse/rollback" not in hold.metrics() and stored[6]["collapse/attempt"] == 0.0
+    assert Intervention.from_metrics(7, stored[6], stored[5]) == hold
+    resumed = CollapseRecovery(cfg, 1.0)
+    resumed.resume(7, stored[:7], ExplorationWatch(steps=2))
+    assert (resumed.temperature, resumed.attempt, list(resumed.recent)) == (1.5, 0, [])
 
 
 def test_a_give_up_reads_the_last_ten_steps_after_the_first_three_and_skips_steps_without_a_score():

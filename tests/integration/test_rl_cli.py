@@ -289,9 +289,9 @@ def test_rl_solved_reward_counts_groups_at_it_as_solved(tmp_path):
 def test_rl_collapse_recovery_rolls_back_at_a_lower_learning_rate(tmp_path):
     """`[orchestrator.collapse] method = "rollback"` through `looprl rl`: no group ever has signal while the
     rewards differ between examples (`LevelEnv`), so the watch fires at step 3 and, no step having explored,
-    the trainer goes back to the run's first weights and halves the learning rate: in the output, both
-    processes' logs, the `collapse/...` metrics, the trainer's `train/lr`, `looprl metrics` and the
-    inspector's run page."""
+    the trainer goes back to the run's first weights and halves the learning rate, and the default entropy bonus
+    goes on: in the output, both processes' logs, the `collapse/...` metrics, the trainer's `train/lr`, `looprl
+    metrics` and the inspector's run page."""
     from fastapi.testclient import TestClient
 
     from looprl.inspector.app import create_app
@@ -301,7 +301,7 @@ def test_rl_collapse_recovery_rolls_back_at_a_lower_learning_rate(tmp_path):
     out = looprl("rl", "@", str(path)).stdout
     line = ("collapse recovery: 2 of 2 groups at step 3 without signal, policy not exploring; weights back to the "
             "run's first (no step yet whose groups mostly had signal), AdamW's momentum zeroed, learning rate x1 -> "
-            "x0.5 (rollback 1)")
+            "x0.5 (rollback 1); entropy bonus 0.01 in the loss from now to the end of the run")
     assert line in out and line in (run / "logs" / "orchestrator.log").read_text()
     assert "step 3: collapse recovery, weights back to the last kept" in (run / "logs" / "trainer.log").read_text()
     rows = metric_rows(run)

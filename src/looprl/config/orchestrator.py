@@ -87,31 +87,35 @@ class CollapseRecovery(Strict):
     decay_by: float = Field(0.1, gt=0)
     """temperature: taken off the raised temperature at each step with signal, until it is back at the
     configured one."""
-    max_attempts: int = Field(4, ge=1)
+    max_attempts: int = Field(2, ge=1)
     """Before it gives up (the run then says how far the reward rose: to a plateau, part of the way, or hardly, a task
     that does not look learnable at these settings): rollbacks in the run (`rollback`), or raises in a row without a
     step regaining signal (`temperature`, whose temperature then goes back; with `escalate` it rolls back instead and
     gives up after as many rollbacks). A temperature recovery that has raised also gives up (or escalates) once 7 of
     the last 10 steps had most groups without signal, however few raises in a row (one step before the 8 of 10 that
     counts as a stuck run). Where the reward says a plateau (half the way from the first steps' to the best), the
-    temperature recovery holds instead: the temperature stays raised and the raises count again."""
-    escalate: bool = False
-    """temperature: once `max_attempts` raises in a row brought no signal back, roll back as `rollback` does (and
-    go on as `rollback`) instead of giving up; the trainer then keeps a copy of the trainable weights from the
-    start, as for `rollback` (host memory of their size). Off by default: on `examples/large_number` (10 seeds)
-    one of the 4 seeds that escalated learnt the task, too seldom to make every run pay for the copy
-    (docs/benchmarks.md)."""
+    temperature recovery holds instead: the temperature stays raised and the raises count again. 2 by default (4 until
+    2026-12-06): with `escalate`, 4 raises before the rollback let 2 of 3 large_number seeds stall at one answer, 2
+    let none of 5 (docs/benchmarks.md)."""
+    escalate: bool = True
+    """temperature: once `max_attempts` raises in a row brought no signal back (and the reward says no plateau), roll
+    back as `rollback` does (and go on as `rollback`) instead of giving up; the trainer then keeps a copy of the
+    trainable weights from the start, as for `rollback`: host memory of their size (each rank its shards), refreshed
+    at each step whose groups mostly had signal (0.06 s a step for SmolLM2-135M on this project's CPU). On by default
+    since 2026-12-06: with the entropy bonus and 2 raises it learnt examples/large_number on 5 seeds of 5, where the
+    temperature alone left 2 of 5 at one answer (docs/benchmarks.md); `false` saves the copy."""
     rollback_to: Literal["explored", "start"] = "explored"
     """rollback (and the temperature's escalation): which weights a rollback goes back to. `explored`: those that
     sampled the last step whose groups mostly had signal (the trainer updates its copy at each such step); `start`:
     the run's first (those it resumed from, after `--resume`), a restart at the lower learning rate. On
     `examples/large_number` the last step with signal was often already on its way to the collapse, and the
     rolled-back policy collapsed again within a few steps (docs/benchmarks.md)."""
-    entropy_coef: float = Field(0.0, ge=0)
+    entropy_coef: float = Field(0.01, ge=0)
     """An entropy bonus the recovery adds to the loss from its first intervention (the first time the watch fires)
     to the end of the run: the trainer's loss then uses the larger of this and `trainer.loss.entropy_coef`. A run
     that collapsed once has shown that its policy settles on one answer; the bonus keeps pushing it to explore
-    while the method brings signal back, and a run that never collapses trains without it. 0: no bonus."""
+    while the method brings signal back, and a run that never collapses trains without it. 0: no bonus. 0.01 by
+    default since 2026-12-06 (with `escalate` and `max_attempts = 2`, docs/benchmarks.md)."""
     solved_reward: float | None = None
     """The total reward (as `reward_weights` weigh its components) of a reply that solves the task, e.g. 1.5 on
     `examples/two_digit` (right sum 1, format 0.5). Given, a group whose rollouts all got the same reward counts as
@@ -121,8 +125,9 @@ class CollapseRecovery(Strict):
 
     @model_validator(mode="after")
     def _bonus_needs_a_method(self) -> CollapseRecovery:
-        """The bonus goes on with an intervention, and `off` never intervenes."""
-        if self.method == "off" and self.entropy_coef:
+        """The bonus goes on with an intervention, and `off` never intervenes (a bonus set for it is a mistake; the
+        default's is simply never used)."""
+        if self.method == "off" and self.entropy_coef and "entropy_coef" in self.model_fields_set:
             raise ValueError(f"orchestrator.collapse.entropy_coef ({self.entropy_coef}) goes on with the recovery's "
                              "first intervention, and method 'off' never intervenes: set method to 'temperature' or "
                              "'rollback', or trainer.loss.entropy_coef for a bonus from the first step")

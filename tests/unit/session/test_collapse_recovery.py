@@ -44,8 +44,8 @@ SIGNAL = [(1.0, 0.0), (0.0, 0.0)]
 
 
 def test_detect_raise_decay():
-    recovery = CollapseRecovery(RecoveryConfig(method="temperature", raise_by=0.25, max_temperature=1.4, decay_by=0.1),
-                                1.0)
+    recovery = CollapseRecovery(RecoveryConfig(method="temperature", raise_by=0.25, max_temperature=1.4, decay_by=0.1,
+                                               max_attempts=4, escalate=False, entropy_coef=0), 1.0)
     seen = drive(recovery, ExplorationWatch(steps=3), [COLLAPSED] * 5 + [SIGNAL] * 5)
     actions = [(i.action if i else None, t) for i, t in seen]
     assert actions == [(None, 1.0), (None, 1.0), ("raise", 1.25), ("raise", 1.4), ("raise", 1.4),
@@ -61,7 +61,8 @@ def test_the_first_intervention_puts_an_entropy_bonus_in_the_loss_for_the_rest_o
     """`entropy_coef`: off until the watch first fires, then on through the decay, the next collapse and the give-up
     (a run that collapsed once has shown its policy settles); said in the line, kept in the step's metrics (the
     orchestrator hands `recovery.entropy_coef` to the trainer with each batch) and rebuilt by the inspector."""
-    recovery = CollapseRecovery(RecoveryConfig(method="temperature", max_attempts=2, entropy_coef=0.01), 1.0)
+    recovery = CollapseRecovery(RecoveryConfig(method="temperature", max_attempts=2, escalate=False,
+                                               entropy_coef=0.01), 1.0)
     stored: list[dict[str, float]] = []
     steps = [SIGNAL] * 2 + [COLLAPSED] * 3 + [SIGNAL] * 3 + [COLLAPSED] * 6
     seen = drive(recovery, ExplorationWatch(steps=3), steps, stored=stored)
@@ -80,7 +81,7 @@ def test_the_first_intervention_puts_an_entropy_bonus_in_the_loss_for_the_rest_o
 
 
 def test_without_entropy_coef_no_bonus_is_put_in():
-    recovery = CollapseRecovery(RecoveryConfig(method="rollback"), 1.0)
+    recovery = CollapseRecovery(RecoveryConfig(method="rollback", entropy_coef=0), 1.0)
     seen = drive(recovery, ExplorationWatch(steps=2), [COLLAPSED] * 3)
     assert seen[1][0].entropy_coef == 0.0 and recovery.entropy_coef == 0.0
     assert "collapse/entropy_coef" not in recovery.metrics() and "entropy" not in seen[1][0].line()
@@ -164,7 +165,7 @@ def test_a_give_up_reads_the_last_ten_steps_after_the_first_three_and_skips_step
     """The recent mean is over the last `RECENT_STEPS` steps, not the whole run (a long plateau after an early rise
     and a fall); a step whose rollouts all failed (reward NaN) says nothing; with no step after the first three the
     line says what it did before the means were kept."""
-    watch, recovery = ExplorationWatch(), CollapseRecovery(RecoveryConfig(method="temperature"), 1.0)
+    watch, recovery = ExplorationWatch(), CollapseRecovery(RecoveryConfig(method="temperature", escalate=False), 1.0)
     watch.best, watch.worst = 1.0, 0.0
     for step, reward in enumerate([0.2] * 3 + [0.9] * 5 + [0.3] * 10 + [math.nan], 1):
         recovery.after_step(step, watch, False, 8, 0, reward)
@@ -186,6 +187,7 @@ def test_raises_without_signal_escalate_to_a_rollback():
     """`escalate`: when `max_attempts` raises in a row bring no signal back, the temperature goes back and the
     weights go back to the last step that explored, at a lower learning rate; from then on it rolls back."""
     recovery = CollapseRecovery(RecoveryConfig(method="temperature", raise_by=0.25, max_attempts=2, lr_factor=0.5,
+                                               entropy_coef=0,
                                                escalate=True), 1.0)
     seen = drive(recovery, ExplorationWatch(steps=2), [SIGNAL] * 2 + [COLLAPSED] * 10)
     actions = [(step, i.action, i.method, i.value_to, i.rolled_back_to) for step, (i, _) in enumerate(seen, 1) if i]
@@ -259,8 +261,8 @@ def test_an_escalation_rebuilt_from_stored_metrics_and_resumed():
 
 
 def test_the_trainer_keeps_weights_for_a_rollback_or_an_escalation():
-    assert RecoveryConfig(method="rollback").keeps_weights and RecoveryConfig(escalate=True).keeps_weights
-    assert not RecoveryConfig().keeps_weights  # the default temperature, without escalation
+    assert RecoveryConfig(method="rollback").keeps_weights and RecoveryConfig().keeps_weights  # the default escalates
+    assert not RecoveryConfig(escalate=False).keeps_weights
     assert not RecoveryConfig(method="off").keeps_weights
 
 
@@ -313,7 +315,7 @@ def test_config_needs_room_above_the_sampling_temperature():
 
 
 def test_rollback_goes_back_to_the_last_step_that_explored_at_a_lower_learning_rate():
-    recovery = CollapseRecovery(RecoveryConfig(method="rollback", lr_factor=0.5, max_attempts=2), 1.0)
+    recovery = CollapseRecovery(RecoveryConfig(method="rollback", lr_factor=0.5, max_attempts=2, entropy_coef=0), 1.0)
     watch = ExplorationWatch(steps=3)
     seen = drive(recovery, watch, [SIGNAL] * 2 + [COLLAPSED] * 3 + [SIGNAL] + [COLLAPSED] * 7)
     actions = [(step, i.action, i.value_to, i.rolled_back_to) for step, (i, _) in enumerate(seen, 1) if i]
@@ -363,7 +365,7 @@ def test_rollback_needs_no_room_above_the_sampling_temperature():
 
 
 def test_a_resumed_run_goes_on_from_the_stored_state():
-    recovery = CollapseRecovery(RecoveryConfig(method="rollback"), 1.0)
+    recovery = CollapseRecovery(RecoveryConfig(method="rollback", max_attempts=4), 1.0)
     recovery.resume(12, [{"step": 12, "collapse/lr_scale": 0.25, "collapse/attempt": 2.0}], ExplorationWatch())
     assert recovery.metrics() == {"collapse/lr_scale": 0.25, "collapse/attempt": 2.0}
     [*_, (rolled, _)] = drive(recovery, ExplorationWatch(steps=3), [COLLAPSED] * 3)

@@ -27,7 +27,7 @@ same collapsed policy. Two ways back, `[orchestrator.collapse] method`, and a le
   start counting again, neither a rollback nor a give-up (a rollback undoes what the policy learnt: on
   examples/two_digit the escalation's rollbacks at a plateau near 83 % went back to weights already on it, and the
   seed gave up there; the temperature alone brought signal back again and again on the same plateau). Otherwise the
-  temperature goes back and, with `escalate` (off by default), the recovery **rolls back** as `rollback` does and
+  temperature goes back and, with `escalate` (on by default), the recovery **rolls back** as `rollback` does and
   goes on as `rollback` (a hotter temperature spreads a reply's later tokens, not an answer the policy no longer
   gives: on large_number it brought no collapsed seed back); without it, it **gives up**: the recovery stays off for
   the rest of the run.
@@ -133,7 +133,7 @@ class Intervention:
     """give_up and hold: the mean train reward of the run's first `START_STEPS` steps (None: a run stored before it
     was kept, or no step after those had a scored rollout)."""
     reward_recent: float | None = None
-    """give_up: the mean train reward of the last `recent_steps` steps after those."""
+    """give_up and hold: the mean train reward of the last `recent_steps` steps after those."""
     recent_steps: int = 0
     reward_best: float | None = None
     """give_up and hold: the best reward (`solved_reward` where configured, else the best rollout's so far)."""

@@ -429,7 +429,12 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         ("Adam betas", str(tuple(t.optim.betas)), str((trl.adam_beta1, trl.adam_beta2))),
         ("Adam epsilon", f"{t.optim.eps:g}", f"{trl.adam_epsilon:g}"),
         ("KL coefficient", str(t.loss.kl_coef), str(trl.beta)),
-        ("entropy bonus coefficient", str(t.loss.entropy_coef), "0.0"),
+        (
+            "entropy bonus coefficient",
+            f"{t.loss.entropy_coef}" + (f", {o.collapse.entropy_coef} from the first intervention"
+                                        if o.collapse.method != "off" and o.collapse.entropy_coef else ""),
+            "0.0",
+        ),
         ("collapse recovery", f"{o.collapse.method}{escalating} (looprl-recovery: temperature alone, "
                               "looprl-rollback: rollback)", "none"),
         (

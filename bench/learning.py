@@ -299,9 +299,12 @@ def trl_config(task: str, seed: int, lr: float, out: Path) -> Any:
     cfg = load_config(RLConfig, ["@", str(TASKS[task] / "rl.toml")]).orchestrator
     return GRPOConfig(
         output_dir=str(out),
-        per_device_train_batch_size=cfg.batch_size,
+        # one group a micro-batch (~the tokens of looprl's packed micro-batch, orchestrator.token_budget 512), the
+        # step's 64 rollouts generated at once and trained as one optimizer step: the whole batch in one pass
+        # held full-vocabulary logits of ~10 GB, and two such lanes on this machine's 24 GB thrashed its memory
+        per_device_train_batch_size=cfg.group_size,
         num_generations=cfg.group_size,
-        gradient_accumulation_steps=1,
+        gradient_accumulation_steps=cfg.batch_size // cfg.group_size,
         max_completion_length=cfg.sampling.max_tokens,
         reward_weights=list(reward_weights(task).values()),
         temperature=cfg.base_temperature,
@@ -438,9 +441,9 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         ("collapse recovery", f"{o.collapse.method}{escalating} (looprl-recovery: temperature alone, "
                               "looprl-rollback: rollback)", "none"),
         (
-            "rollouts per step / group",
-            f"{o.batch_size}/{o.group_size}",
-            f"{trl.per_device_train_batch_size}/{trl.num_generations}",
+            "rollouts per step / group / micro-batch",
+            f"{o.batch_size}/{o.group_size}/{o.token_budget} tokens packed",
+            f"{trl.generation_batch_size}/{trl.num_generations}/{trl.per_device_train_batch_size} rollouts",
         ),
         (
             "temperature / top_p / max tokens",

@@ -51,6 +51,8 @@ import asyncio
 import importlib.util
 import json
 import os
+import platform
+import re
 import shlex
 import signal
 import sqlite3
@@ -551,7 +553,7 @@ def summarize(results: dict[str, Any]) -> list[str]:
     lines = [
         (
             f"task {results['task']} (maximum reward {top:g}), {results['seeds']} seed(s) per system,"
-            f" budget {results['budget_s']:.0f} s,"
+            f" budget {results['budget_s']:.0f} s, on {results.get('cpu', 'an unrecorded processor')},"
             f" load average during the runs: {_loads(results)}"
         )
     ]
@@ -706,8 +708,18 @@ def plot(results: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-PROTOCOL = ("task", "budget_s", "lr", "looprl_args", "stop_at", "stop_window", "first_seed")
+PROTOCOL = ("task", "budget_s", "lr", "looprl_args", "stop_at", "stop_window", "first_seed", "cpu")
 """What a results.json's runs were measured under; runs measured under another protocol are not kept."""
+
+
+def cpu() -> str:
+    """The machine's processor, its cores and whether it has AMX: seconds to a reward are this machine's (a step
+    of TRL's on demo took 36 s on an Intel core with AMX, 70 s on an AMD EPYC core without), so seeds measured on
+    another processor are not merged with them."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    names = re.findall(r"^model name\s*:\s*(.+)$", info, re.M)
+    amx = "with AMX" if re.search(r"^flags\s*:.*\bamx_bf16\b", info, re.M) else "without AMX"
+    return f"{names[0] if names else platform.processor() or 'unknown processor'}, {os.cpu_count()} cores, {amx}"
 
 
 def run_systems(args: argparse.Namespace, path: Path) -> dict[str, Any]:
@@ -715,7 +727,7 @@ def run_systems(args: argparse.Namespace, path: Path) -> dict[str, Any]:
     every seed: the systems can be measured at different times (each on a quiet machine), and a matrix
     that takes longer than a sitting goes on where it stopped. Delete the file to measure again."""
     previous = json.loads(path.read_text()) if path.exists() else {}
-    protocol = {key: getattr(args, key) for key in PROTOCOL}
+    protocol = {key: getattr(args, key, None) for key in PROTOCOL} | {"cpu": cpu()}
     unrecorded = {"stop_window": 1, "first_seed": 0}  # the value of a key results of older runs lack
     kept = all(previous.get(key, unrecorded.get(key)) == value for key, value in protocol.items())
     runs: dict[str, list[list[Point]]] = dict(previous["runs"]) if kept else {}

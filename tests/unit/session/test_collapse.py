@@ -1,6 +1,8 @@
 """The exploration watch: one warning when most groups carry no signal for several steps in a row."""
 
+import argparse
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -103,3 +105,25 @@ def test_the_learning_matrix_tells_a_plateau_from_steps_that_train_nothing():
     collapse = [(10.0 * i, i, 0.5, 1.0) for i in range(1, 11)]
     assert learning.stalled(plateau, 1.5) and not learning.stalled_training_nothing(plateau, 1.5)
     assert learning.stalled(collapse, 1.5) and learning.stalled_training_nothing(collapse, 1.5)
+
+
+def test_the_learning_matrix_keeps_no_seed_measured_on_another_processor(tmp_path, monkeypatch):
+    """Seconds to a reward are one machine's (TRL's demo step: 36 s on an Intel core with AMX, 70 s on an AMD one
+    without): `run_systems` resumes a results.json measured on this processor and measures again one that was not."""
+    learning = learning_benchmark()
+    measured: list[int] = []
+
+    def run_looprl(args, seed, out, system):
+        measured.append(seed)
+        return [(10.0, 1, 1.0, 0.0)]
+
+    monkeypatch.setattr(learning, "run_looprl", run_looprl)
+    monkeypatch.setattr(learning, "settings", lambda args: [])
+    args = argparse.Namespace(task="demo", budget_s=60.0, lr=2e-5, looprl_args="", stop_at=None, stop_window=1,
+                              first_seed=0, seeds=1, systems=["looprl"], out=str(tmp_path / "runs"))
+    path = tmp_path / "demo" / "results.json"
+    assert learning.run_systems(args, path)["cpu"] == learning.cpu() and measured == [0]
+    assert learning.run_systems(args, path)["runs"]["looprl"] == [[[10.0, 1, 1.0, 0.0]]] and measured == [0]
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"cpu": "another processor, 2 cores, with AMX"}))
+    learning.run_systems(args, path)
+    assert measured == [0, 0] and json.loads(path.read_text())["cpu"] == learning.cpu()

@@ -708,8 +708,9 @@ def plot(results: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-PROTOCOL = ("task", "budget_s", "lr", "looprl_args", "stop_at", "stop_window", "first_seed", "cpu")
-"""What a results.json's runs were measured under; runs measured under another protocol are not kept."""
+PROTOCOL = ("task", "budget_s", "lr", "looprl_args", "stop_at", "stop_window", "first_seed")
+"""The arguments a results.json's runs were measured under; with the processor (`cpu`), runs measured under
+another protocol are not kept."""
 
 
 def cpu() -> str:
@@ -727,7 +728,7 @@ def run_systems(args: argparse.Namespace, path: Path) -> dict[str, Any]:
     every seed: the systems can be measured at different times (each on a quiet machine), and a matrix
     that takes longer than a sitting goes on where it stopped. Delete the file to measure again."""
     previous = json.loads(path.read_text()) if path.exists() else {}
-    protocol = {key: getattr(args, key, None) for key in PROTOCOL} | {"cpu": cpu()}
+    protocol = {key: getattr(args, key) for key in PROTOCOL} | {"cpu": cpu()}
     unrecorded = {"stop_window": 1, "first_seed": 0}  # the value of a key results of older runs lack
     kept = all(previous.get(key, unrecorded.get(key)) == value for key, value in protocol.items())
     runs: dict[str, list[list[Point]]] = dict(previous["runs"]) if kept else {}

@@ -41,6 +41,8 @@ escalation to a rollback (pinned, whatever the default), the rollback;
         [--looprl-args "--orchestrator.max_off_policy_steps 0"]
         [--stop-at 0.95 [--stop-window 3]] [--out runs/bench-learning]
     .venv/bin/python bench/learning.py --summarize runs/bench-learning/*/results.json   # again, no runs
+    # lanes run in parallel, one system a core, each with its own --results-dir: one comparison again
+    .venv/bin/python bench/learning.py --summarize lane0/large_number/results.json lane1/large_number/results.json
     .venv/bin/python bench/learning.py --tasks large_number --per-class runs/bench-learning/large_number/looprl-0
 """
 
@@ -676,6 +678,28 @@ def median_worst_low(values: Sequence[float | None]) -> str:
     return f"{statistics.median(known):.2f} / {known[0]:.2f}" if known else "–"
 
 
+def merge_lanes(files: Sequence[tuple[Path, dict[str, Any]]]) -> dict[Path, dict[str, Any]]:
+    """Stored results by the folder of the first file of each, with the lanes of one comparison merged into one:
+    systems measured each with its own --results-dir (in parallel, one a core) under the same protocol (`PROTOCOL`'s
+    arguments, the processor and the settings compared), so that their tables set them side by side with the ratios
+    and the matrix gives the task one row. Files whose systems overlap or whose protocol differs stay apart."""
+    def protocol(results: dict[str, Any]) -> list[Any]:
+        return [results.get(key) for key in (*PROTOCOL, "cpu", "settings")]
+
+    merged: dict[Path, dict[str, Any]] = {}
+    for path, results in files:
+        into = next((m for m in merged.values() if protocol(m) == protocol(results)
+                     and not set(systems_of(m)) & set(systems_of(results))), None)
+        if into is None:
+            merged[path.parent] = results
+            continue
+        for key in ("runs", "load_average", "classes"):
+            if key in results:
+                into[key] = {**into.get(key, {}), **results[key]}
+        into["seeds"] = max(into["seeds"], results["seeds"])
+    return merged
+
+
 def plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -801,10 +825,10 @@ def main() -> None:
             print("\n".join([run, *per_class_steps(Path(run), arg)]))
         return None
     done = []
-    for task in args.tasks if not args.summarize else args.summarize:
+    stored = merge_lanes([(Path(f), json.loads(Path(f).read_text())) for f in args.summarize or []])
+    for task in args.tasks if not args.summarize else stored:
         if args.summarize:
-            results = json.loads(Path(task).read_text())
-            out = Path(task).parent
+            out, results = task, stored[task]
         else:
             out = Path(args.out) / task
             kept = Path(args.results_dir or args.out) / task / "results.json"

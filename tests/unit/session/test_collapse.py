@@ -127,3 +127,28 @@ def test_the_learning_matrix_keeps_no_seed_measured_on_another_processor(tmp_pat
     path.write_text(json.dumps(json.loads(path.read_text()) | {"cpu": "another processor, 2 cores, with AMX"}))
     learning.run_systems(args, path)
     assert measured == [0, 0] and json.loads(path.read_text())["cpu"] == learning.cpu()
+
+
+def test_the_learning_matrix_sets_lanes_of_one_comparison_side_by_side(tmp_path):
+    """looprl and TRL measured in parallel, one a core, each in its own --results-dir, are one comparison when
+    their protocol and processor agree: `--summarize` merges them (one matrix row, the ratios); a lane of the same
+    system, or one measured on another processor, stays apart."""
+    learning = learning_benchmark()
+    base = {"task": "large_number", "budget_s": 1400.0, "lr": 2e-5, "looprl_args": "", "stop_at": 0.95,
+            "stop_window": 3, "first_seed": 3, "cpu": "AMD EPYC, 2 cores, without AMX", "settings": [["lr", "2e-05",
+            "2e-05"]], "max_reward": 1.0}
+
+    def lane(system: str, **changes) -> dict:
+        return base | changes | {"seeds": 1, "runs": {system: [[[10.0, 1, 0.5, 0.0]]]},
+                                 "load_average": {system: "1.0-2.0"}, "classes": {system: [None]}}
+
+    files = [(tmp_path / "looprl" / "results.json", lane("looprl")), (tmp_path / "trl" / "results.json", lane("trl")),
+             (tmp_path / "again" / "results.json", lane("looprl")),
+             (tmp_path / "intel" / "results.json", lane("trl", cpu="Intel, 2 cores, with AMX"))]
+    merged = learning.merge_lanes(files)
+    assert list(merged) == [tmp_path / "looprl", tmp_path / "again", tmp_path / "intel"]
+    both = merged[tmp_path / "looprl"]
+    assert learning.systems_of(both) == ["looprl", "trl"] and set(both["classes"]) == {"looprl", "trl"}
+    assert [len(learning.systems_of(r)) for r in merged.values()] == [2, 1, 1]
+    rows = [line for line in learning.matrix(list(merged.values())) if line.startswith("large_number")]
+    assert len(rows) == 3

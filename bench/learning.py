@@ -683,13 +683,11 @@ def merge_lanes(files: Sequence[tuple[Path, dict[str, Any]]]) -> dict[Path, dict
     systems measured each with its own --results-dir (in parallel, one a core) under the same protocol (`PROTOCOL`'s
     arguments, the processor and the settings compared), so that their tables set them side by side with the ratios
     and the matrix gives the task one row. Files whose systems overlap or whose protocol differs stay apart."""
-    def protocol(results: dict[str, Any]) -> list[Any]:
-        return [results.get(key) for key in (*PROTOCOL, "cpu", "settings")]
-
     merged: dict[Path, dict[str, Any]] = {}
     for path, results in files:
-        into = next((m for m in merged.values() if protocol(m) == protocol(results)
-                     and not set(systems_of(m)) & set(systems_of(results))), None)
+        into = next((m for m in merged.values() if recorded_protocol(m) == recorded_protocol(results)
+                     and m["settings"] == results["settings"] and not set(systems_of(m)) & set(systems_of(results))),
+                    None)
         if into is None:
             merged[path.parent] = results
             continue
@@ -735,6 +733,14 @@ def plot(results: dict[str, Any], path: Path) -> None:
 PROTOCOL = ("task", "budget_s", "lr", "looprl_args", "stop_at", "stop_window", "first_seed")
 """The arguments a results.json's runs were measured under; with the processor (`cpu`), runs measured under
 another protocol are not kept."""
+UNRECORDED = {"stop_window": 1, "first_seed": 0}
+"""The value of a protocol key that results of older runs lack."""
+
+
+def recorded_protocol(results: dict[str, Any]) -> dict[str, Any]:
+    """The protocol stored results were measured under: `PROTOCOL`'s arguments and the processor (`cpu`), a key
+    older results lack read as `UNRECORDED` says (None where it says nothing, which matches no run's)."""
+    return {key: results.get(key, UNRECORDED.get(key)) for key in (*PROTOCOL, "cpu")}
 
 
 def cpu() -> str:
@@ -753,8 +759,7 @@ def run_systems(args: argparse.Namespace, path: Path) -> dict[str, Any]:
     that takes longer than a sitting goes on where it stopped. Delete the file to measure again."""
     previous = json.loads(path.read_text()) if path.exists() else {}
     protocol = {key: getattr(args, key) for key in PROTOCOL} | {"cpu": cpu()}
-    unrecorded = {"stop_window": 1, "first_seed": 0}  # the value of a key results of older runs lack
-    kept = all(previous.get(key, unrecorded.get(key)) == value for key, value in protocol.items())
+    kept = recorded_protocol(previous) == protocol
     runs: dict[str, list[list[Point]]] = dict(previous["runs"]) if kept else {}
     classes: dict[str, list[ClassRewards | None]] = dict(previous.get("classes", {})) if kept else {}
     arg = CLASS_ARG.get(args.task)

@@ -124,7 +124,10 @@ def test_looprl_rl_hands_the_secret_over_in_the_environment_only(tmp_path, expor
     launcher = subprocess.Popen([sys.executable, "-m", "looprl.cli", "rl", "@", str(config(tmp_path)), "--max_steps",
                                  "2", "--orchestrator.eval.num_examples", "0"], cwd=ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    seen: dict[int, tuple[str, bool]] = {}  # pid -> (command line, whether its environment held the secret)
+    # (pid, command line) -> whether its environment held the secret. Keyed by the command line too: a child the
+    # orchestrator forks shows the orchestrator's command line and environment until it execs, so what a pid held
+    # before its exec belongs to the orchestrator, not to the env server it becomes.
+    seen: dict[tuple[int, str], bool] = {}
     secret = None
     while launcher.poll() is None:
         if secret is None and (run / "run_secret").is_file():
@@ -133,12 +136,14 @@ def test_looprl_rl_hands_the_secret_over_in_the_environment_only(tmp_path, expor
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
                 environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                if Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode() != cmdline:
+                    continue  # it exec'd between the two reads: the environment read may be either program's
             except OSError:
                 continue
             if secret is not None:
                 assert secret not in cmdline, cmdline
                 has = f"{SECRET_ENV}={secret}".encode() in environ
-                seen[pid] = (cmdline, has or seen.get(pid, ("", False))[1])
+                seen[(pid, cmdline)] = has or seen.get((pid, cmdline), False)
         time.sleep(0.2)
     output = launcher.stdout.read().decode()
     assert launcher.returncode == 0, output
@@ -146,7 +151,7 @@ def test_looprl_rl_hands_the_secret_over_in_the_environment_only(tmp_path, expor
     assert exported in (None, secret)
 
     def holders(part: str) -> set[bool]:
-        return {has for cmdline, has in seen.values() if part in cmdline}
+        return {has for (_, cmdline), has in seen.items() if part in cmdline}
 
     assert holders("looprl.cli inference") == {True}
     assert holders("-m looprl.orchestrator") == {True}

@@ -134,9 +134,9 @@ def test_looprl_rl_hands_the_secret_over_in_the_environment_only(tmp_path, expor
             secret = (run / "run_secret").read_text().strip() or None
         for pid in _descendants(launcher.pid):
             try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                cmdline = _cmdline(pid)
                 environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-                if Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode() != cmdline:
+                if _cmdline(pid) != cmdline:
                     continue  # it exec'd between the two reads: the environment read may be either program's
             except OSError:
                 continue
@@ -161,6 +161,11 @@ def test_looprl_rl_hands_the_secret_over_in_the_environment_only(tmp_path, expor
     for path in run.rglob("*"):
         if path.is_file() and path.name != "run_secret":
             assert secret.encode() not in path.read_bytes(), path
+
+
+def _cmdline(pid: int) -> str:
+    """A process's command line, its arguments joined by spaces."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
 def _descendants(root: int) -> list[int]:

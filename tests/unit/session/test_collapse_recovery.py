@@ -365,7 +365,7 @@ def test_rollback_needs_no_room_above_the_sampling_temperature():
 
 
 def test_a_resumed_run_goes_on_from_the_stored_state():
-    recovery = CollapseRecovery(RecoveryConfig(method="rollback", max_attempts=4), 1.0)
+    recovery = CollapseRecovery(RecoveryConfig(method="rollback", max_attempts=4, lr_factor=0.5), 1.0)
     recovery.resume(12, [{"step": 12, "collapse/lr_scale": 0.25, "collapse/attempt": 2.0}], ExplorationWatch())
     assert recovery.metrics() == {"collapse/lr_scale": 0.25, "collapse/attempt": 2.0}
     [*_, (rolled, _)] = drive(recovery, ExplorationWatch(steps=3), [COLLAPSED] * 3)

@@ -244,7 +244,7 @@ def per_class_steps(out: Path, arg: str) -> list[str]:
         m = metrics.get(int(step), {})
         classes = " ".join(f"{cls} {total / count:.2f}" for cls, (total, count) in sorted(per[step].items()))
         actions = [key.removeprefix("collapse/") for key in ("collapse/raise", "collapse/decay", "collapse/give_up",
-                                                            "collapse/rollback") if m.get(key)]
+                                                            "collapse/rollback", "collapse/rose") if m.get(key)]
         signal = f"{m['no_signal_frac']:.2f}" if "no_signal_frac" in m else "-"
         lines.append(f"step {step:>4}  {classes}  | groups without signal {signal}"
                      + (f"  | {', '.join(actions)}" if actions else ""))

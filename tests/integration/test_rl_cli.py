@@ -270,6 +270,35 @@ def test_rl_collapse_recovery_puts_an_entropy_bonus_in_the_loss_from_its_first_i
     assert (first["step"], first["action"], first["entropy_coef"], first["message"]) == (3, "raise", 0.01, line)
 
 
+def test_rl_collapse_recovery_says_when_the_reward_rose_after_it_gave_up(tmp_path):
+    """Issue 37's honest detection through `looprl rl` (`RisingEnv`: no group has signal, the rewards 0.4 and 0.6 by
+    example, until every reply gets 1, the solved reward, from about step 9): the rollback recovery rolls back at step
+    3 and gives up at step 6, the reward hardly risen, "the task does not look learnable at these settings so far"; once the mean of
+    the last steps is half the way to 1 it says the reward rose since, once, in the output, the log, the
+    `collapse/rose` metric and the inspector's marks."""
+    from fastapi.testclient import TestClient
+
+    from looprl.inspector.app import create_app
+
+    run = tmp_path / "run"
+    path = level_config(tmp_path, run, 16, {"method": "rollback", "max_attempts": 1, "solved_reward": 1.0},
+                        level=lambda i: 0.4 + i % 2 / 5, env="RisingEnv")
+    out = looprl("rl", "@", str(path)).stdout
+    rows = metric_rows(run)
+    assert [r["step"] for r in rows if r.get("collapse/rollback")] == [3]
+    assert [r["step"] for r in rows if r.get("collapse/give_up")] == [6]
+    [rose] = [r for r in rows if r.get("collapse/rose")]
+    assert rose["collapse/reward_recent"] >= 0.75 and rose["collapse/reward_best"] == 1.0
+    log = (run / "logs" / "orchestrator.log").read_text()
+    assert "the task does not look learnable at these settings so far" in out
+    line = f"collapse recovery: at step {rose['step']} the reward has risen since it gave up (mean reward"
+    assert line in out and line in log and log.count("the reward has risen since it gave up") == 1
+    marks = TestClient(create_app([run]), base_url="http://127.0.0.1:8765").get("/api/runs/run/metrics").json()
+    assert [(m["step"], m["action"]) for m in marks["interventions"]] == [
+        (3, "rollback"), (6, "give_up"), (rose["step"], "rose")]
+    assert marks["interventions"][2]["plateau"] and line in marks["interventions"][2]["message"]
+
+
 def test_rl_solved_reward_counts_groups_at_it_as_solved(tmp_path):
     """`[orchestrator.collapse] solved_reward` through `looprl rl`: every reply gets 0.5 (`LevelEnv`, every level
     0.5), so no group ever has signal. Without it that is a run that cannot learn (the test above); at 0.5 or

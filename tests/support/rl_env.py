@@ -40,6 +40,23 @@ class LevelCharsEnv(CharsEnv):
         return {"level": float(rollout.example_args["level"]), **await super().compute_reward(rollout)}
 
 
+class RisingEnv(CharsEnv):
+    """`LevelEnv` until the env has scored `RISES_AFTER` rollouts, then 1 for every reply: a policy that answers
+    alike (no group with signal) and learns the task later, as large_number's seeds that gave up and then learnt."""
+
+    scored = 0
+    """Rollouts this worker has scored (one worker: the whole run's)."""
+
+    async def compute_reward(self, rollout: BaseRollout) -> dict[str, float]:
+        RisingEnv.scored += 1
+        return {"level": 1.0 if RisingEnv.scored > RISES_AFTER else float(rollout.example_args["level"])}
+
+
+RISES_AFTER = 64
+"""`RisingEnv`'s rollouts before it gives every reply 1: 8 steps of 8 (a few more as groups dropped after a rollback
+are drawn again)."""
+
+
 class DownEnv(CharsEnv):
     """Every rollout fails as its reward is computed: a sandbox service that stopped answering."""
 

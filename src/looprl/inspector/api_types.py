@@ -136,10 +136,10 @@ class CollapseIntervention(BaseModel):
     rebuilt from the step's `collapse/...` metrics."""
 
     step: int
-    action: Literal["escalate", "rollback", "raise", "decay", "hold", "give_up", "unlearnable"]
+    action: Literal["escalate", "rollback", "raise", "decay", "hold", "give_up", "unlearnable", "rose"]
     """What it did: rolled the weights back (`escalate`: as the temperature's raises brought no signal back),
-    raised or decayed the sampling temperature, held it raised on a plateau, gave up, or reported a task without
-    signal."""
+    raised or decayed the sampling temperature, held it raised on a plateau, gave up, reported a task without
+    signal, or said that the reward rose half the way after a give-up (`rose`: the give-up's reading revised)."""
     method: Literal["rollback", "temperature"]
     value_from: float
     value_to: float
@@ -148,10 +148,11 @@ class CollapseIntervention(BaseModel):
     entropy_coef: float = 0.0
     """The entropy bonus this intervention put into the loss for the rest of the run (0: none)."""
     progress: float | None = None
-    """give_up and hold: how far the mean reward of its last steps came from the run's first steps' towards the best
-    (0: not at all, 1: all the way; None: not known), which its message reads."""
+    """give_up, hold and rose: how far the mean reward of its last steps came from the run's first steps' towards the
+    best (0: not at all, 1: all the way; None: not known), which its message reads."""
     plateau: bool = False
-    """give_up and hold: at least half the way (the policy learnt part of the task): its message says a plateau."""
+    """give_up, hold and rose: at least half the way (the policy learnt part of the task): its message says a
+    plateau."""
     message: str
     """The line the orchestrator logged: when, why, what changed."""
 

@@ -42,6 +42,12 @@ only that the reward rose part of the way and stopped, as the reward cannot tell
 that settled on a partial answer (a large_number seed that gave up there learnt the task 13 steps later, another
 had answered "No" to every question since step 19). Its line gives the means and the share of the way.
 
+A give-up is a reading of the reward so far, not a last word: the run goes on without interventions (at the
+learning rate the rollbacks left), and the recovery keeps reading the reward. Where a give-up that read no plateau is
+followed by a recent mean at least `PLATEAU_SHARE` of the way, it says once that the reward **rose** after it (two
+large_number seeds that gave up at x0.49 of the learning rate, "the task does not look learnable", reached 95 % a few
+minutes later: docs/benchmarks.md).
+
 With `entropy_coef` the first intervention also puts an entropy bonus into the loss for the rest of the run
 (handed to the trainer with each batch): it cannot bring signal back by itself (it trains only groups with signal),
 but once the method has, it keeps a policy that has shown it settles pushed to explore.
@@ -95,9 +101,10 @@ def explored(sampled: int, kept: int, share: float) -> bool:
     return sampled > 0 and kept >= (1 - share) * sampled
 
 
-Action = Literal["escalate", "rollback", "raise", "decay", "hold", "give_up", "unlearnable"]
+Action = Literal["escalate", "rollback", "raise", "decay", "hold", "give_up", "unlearnable", "rose"]
 """`escalate`: the temperature's rollback (with `collapse/rollback` too, as the orchestrator and trainer act on that);
-first, so a stored step's metrics name it."""
+first, so a stored step's metrics name it. `rose`: the reward rose after a give-up (no intervention: a revised
+reading)."""
 ACTIONS: tuple[Action, ...] = get_args(Action)
 Method = Literal["rollback", "temperature"]
 SETTING_METRIC: dict[Method, str] = {"rollback": "collapse/lr_scale", "temperature": "collapse/temperature"}
@@ -130,18 +137,18 @@ class Intervention:
     """The entropy bonus this intervention put into the loss for the rest of the run (`entropy_coef` of
     `[orchestrator.collapse]`, with the run's first intervention); 0: none."""
     reward_start: float | None = None
-    """give_up and hold: the mean train reward of the run's first `START_STEPS` steps (None: a run stored before it
-    was kept, or no step after those had a scored rollout)."""
+    """give_up, hold and rose: the mean train reward of the run's first `START_STEPS` steps (None: a run stored before
+    it was kept, or no step after those had a scored rollout)."""
     reward_recent: float | None = None
-    """give_up and hold: the mean train reward of the last `recent_steps` steps after those."""
+    """give_up, hold and rose: the mean train reward of the last `recent_steps` steps after those."""
     recent_steps: int = 0
     reward_best: float | None = None
-    """give_up and hold: the best reward (`solved_reward` where configured, else the best rollout's so far)."""
+    """give_up, hold and rose: the best reward (`solved_reward` where configured, else the best rollout's so far)."""
 
     @property
     def progress(self) -> float | None:
-        """give_up and hold: how far the recent mean reward came from the first steps' towards the best (0: not at all,
-        1: all the way; None: not known)."""
+        """give_up, hold and rose: how far the recent mean reward came from the first steps' towards the best (0: not
+        at all, 1: all the way; None: not known)."""
         if self.reward_start is None or self.reward_recent is None or self.reward_best is None:
             return None
         if self.reward_best <= self.reward_start:
@@ -185,8 +192,13 @@ class Intervention:
                      if self.method == "rollback" else
                      f"{self.attempt} raise{plural} up to temperature {self.value_from:g}")
             after = "" if self.method == "rollback" else f"; {change}"
+            revisit = "" if self.plateau else "; should the reward still rise half the way to the best, it says so"
             return (f"collapse recovery gave up: {why} after {tried}; {self._verdict()}{after}, no further "
-                    "interventions in this run")
+                    f"interventions in this run{revisit}")
+        if self.action == "rose":
+            return (f"collapse recovery: at step {self.step} the reward has risen since it gave up "
+                    f"({self._rewards()}): the policy went on learning without interventions, and the give-up's "
+                    "reading of the task no longer holds")
         return (f"no learning signal since the run started: every rollout got the same reward ({why}); the task "
                 "is not learnable at these settings (nothing to recover: the policy never explored it)")
 
@@ -194,13 +206,13 @@ class Intervention:
         """A give-up's reading of the reward, for `line` (`PLATEAU_SHARE`, `FLAT_SHARE`)."""
         progress = self.progress
         if progress is None:  # stored before the means were kept, or no step after the first ones was scored
-            return "the task does not look learnable at these settings"
+            return "the task does not look learnable at these settings so far"
         rewards = self._rewards()
         if progress >= PLATEAU_SHARE:
             return (f"a plateau ({rewards}): the policy learnt part of the task and most groups give every rollout the "
                     "same reward there, which the recovery could not change")
         if progress < FLAT_SHARE:
-            return f"the reward hardly rose ({rewards}): the task does not look learnable at these settings"
+            return f"the reward hardly rose ({rewards}): the task does not look learnable at these settings so far"
         return (f"the reward rose part of the way and stopped there ({rewards}), and the recovery could not bring "
                 "signal back")
 
@@ -272,6 +284,9 @@ class CollapseRecovery:
         self.explored = 0
         """The last step whose groups mostly had signal (0: none yet, the weights the run started from)."""
         self.gave_up = self.reported = False
+        self.settled = False
+        """Whether the run's reading of the reward after a give-up is final: the give-up read a plateau, or the rise
+        after it was said (`rose`, once)."""
         self.recent: deque[bool] = deque(maxlen=STALL_WINDOW)
         """Whether each of the last steps had most groups without signal (`STALL_STEPS`)."""
         self.first_rewards: list[float] = []
@@ -284,10 +299,10 @@ class CollapseRecovery:
     def resume(self, step: int, steps: Sequence[Mapping[str, float]], watch: ExplorationWatch) -> None:
         """Go on after `--resume` from `step`, the last of the stored `steps` (each step's metrics, in order): the
         learning-rate factor (the trainer's scheduler kept it too) or the temperature, and the attempts so far, from
-        the last; whether it gave up or reported the task unlearnable, the stall window (by `watch`'s measure) and the
-        first and recent steps' rewards (their `reward` metric), from all. The trainer's copy of the weights is then
-        the resumed ones, which sample the next step, with `rollback_to = "start"` too (the copy is not kept across
-        processes)."""
+        the last; whether it gave up (and whether its reading is settled) or reported the task unlearnable, the stall
+        window (by `watch`'s measure) and the first and recent steps' rewards (their `reward` metric), from all. The
+        trainer's copy of the weights is then the resumed ones, which sample the next step, with `rollback_to =
+        "start"` too (the copy is not kept across processes)."""
         last = steps[-1]
         self.lr_scale = last.get("collapse/lr_scale", self.lr_scale)
         if "collapse/lr_scale" in last:  # a rollback recovery, or a temperature one that escalated
@@ -296,14 +311,20 @@ class CollapseRecovery:
         self.attempt = int(last.get("collapse/attempt", self.attempt))
         self.entropy_coef = self.cfg.entropy_coef if last.get("collapse/entropy_coef") else 0.0  # as now configured
         self.explored = step + 1
-        for metrics in steps:  # as after_step saw them
+        for number, metrics in enumerate(steps):  # as after_step saw them
             sampled, stuck = step_counts(metrics)
-            if not self.gave_up and sampled:
-                self.recent.append(watch.stuck(sampled, stuck))
+            if sampled:
+                if not self.gave_up:
+                    self.recent.append(watch.stuck(sampled, stuck))
                 self.note_reward(metrics.get("reward", math.nan))
             if metrics.get("collapse/rollback") or metrics.get("collapse/hold"):
                 self.recent.clear()
-            self.gave_up = self.gave_up or bool(metrics.get("collapse/give_up"))
+            if metrics.get("collapse/give_up"):
+                self.gave_up = True
+                given_up = Intervention.from_metrics(int(metrics.get("step", 0)), metrics,
+                                                     steps[number - 1] if number else {})
+                self.settled = self.settled or bool(given_up and given_up.plateau)
+            self.settled = self.settled or bool(metrics.get("collapse/rose"))
             self.reported = self.reported or bool(metrics.get("collapse/unlearnable"))
 
     @property
@@ -314,8 +335,8 @@ class CollapseRecovery:
         return self.temperature == self.base
 
     def note_reward(self, reward: float) -> None:
-        """Keep a step's mean train reward (the `reward` metric) for a give-up's verdict; NaN (no rollout scored)
-        says nothing."""
+        """Keep a step's mean train reward (the `reward` metric) for a give-up's verdict and the look back after it;
+        NaN (no rollout scored) says nothing."""
         if math.isnan(reward):
             return
         (self.first_rewards if len(self.first_rewards) < START_STEPS else self.recent_rewards).append(reward)
@@ -325,8 +346,11 @@ class CollapseRecovery:
         """Update after `step`, once `watch` has observed it (`fired`: it detected a collapse there; `reward`: the mean
         train reward of its scored rollouts, its `reward` metric; `explored`: most of its groups had signal, `explored`,
         sampled at the configured temperature: `sampled_as_configured` before this update)."""
-        if self.gave_up or sampled == 0:  # a step that trained only carried-over groups says nothing new
+        if sampled == 0:  # a step that trained only carried-over groups says nothing new
             return None
+        if self.gave_up:
+            self.note_reward(reward)
+            return self._look_back(step, watch, sampled, stuck)
         is_stuck = watch.stuck(sampled, stuck)
         self.recent.append(is_stuck)
         self.note_reward(reward)
@@ -391,8 +415,19 @@ class CollapseRecovery:
                  stuck: int) -> Intervention:
         """Stop intervening for the rest of the run, with the rewards its line reads (`Intervention.progress`)."""
         self.gave_up = True
-        given_up = Intervention(step, "give_up", self.method, value_from, value_to, self.attempt, sampled, stuck)
-        return self._read(given_up, watch)
+        given_up = self._read(Intervention(step, "give_up", self.method, value_from, value_to, self.attempt, sampled,
+                                           stuck), watch)
+        self.settled = given_up.plateau
+        return given_up
+
+    def _look_back(self, step: int, watch: ExplorationWatch, sampled: int, stuck: int) -> Intervention | None:
+        """After a give-up that read no plateau: `rose` once the recent mean reward is `PLATEAU_SHARE` of the way."""
+        if self.settled:
+            return None
+        value = self.lr_scale if self.method == "rollback" else self.temperature
+        rose = self._read(Intervention(step, "rose", self.method, value, value, self.attempt, sampled, stuck), watch)
+        self.settled = rose.plateau
+        return rose if rose.plateau else None
 
     def _read(self, intervention: Intervention, watch: ExplorationWatch) -> Intervention:
         """A give-up or a hold with the rewards it reads (`Intervention.progress`); as it is where no step after the

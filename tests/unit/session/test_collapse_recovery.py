@@ -133,6 +133,57 @@ def test_a_give_up_after_the_reward_rose_says_plateau_not_unlearnable():
         assert "learnable" not in partway.line() and "plateau" not in partway.line()
 
 
+SOLVED = [(1.0, 1.0), (1.0, 1.0)]
+LEARNT_AFTER = [[(1.0, 0.0), (1.0, 0.0)]] * 3 + [COLLAPSED] * 8 + [SOLVED] * 8
+"""As right as one answer to every question from the start, a collapse the rollbacks do not end (they give up at
+step 9, the reward hardly risen), then the policy learns the task without them (large_number's seeds 13 and 16 at
+`lr_factor` 0.7, docs/benchmarks.md)."""
+GIVE_UP_THEN_LEARN = RecoveryConfig(method="rollback", max_attempts=2)
+
+
+def test_a_rise_after_a_give_up_is_said_once_as_a_revised_reading():
+    """Issue 37's honest detection: a give-up's verdict is a reading of the reward so far. When the recent mean then
+    reaches half the way to the best, the recovery says once that the reward rose since (a line, a `rose` mark the
+    inspector rebuilds), and intervenes no more."""
+    stored: list[dict[str, float]] = []
+    seen = drive(CollapseRecovery(GIVE_UP_THEN_LEARN, 1.0), ExplorationWatch(steps=2), LEARNT_AFTER, stored=stored)
+    said = [(n, i.action) for n, (i, _) in enumerate(seen, 1) if i]
+    assert said == [(5, "rollback"), (7, "rollback"), (9, "give_up"), (16, "rose")]  # and nothing after
+    gave_up, rose = seen[8][0], seen[15][0]
+    assert "the reward hardly rose" in gave_up.line() and gave_up.line().endswith(
+        "so far, no further interventions in this run; should the reward still rise half the way to the best, it "
+        "says so")
+    assert (rose.reward_start, rose.reward_recent, rose.reward_best, rose.plateau) == (0.5, 0.75, 1.0, True)
+    assert rose.line() == (
+        "collapse recovery: at step 16 the reward has risen since it gave up (mean reward 0.50 over the run's first 3 "
+        "steps, 0.75 over its last 10: 50% of the way to the best, 1): the policy went on learning without "
+        "interventions, and the give-up's reading of the task no longer holds")
+    assert rose.metrics()["collapse/rose"] == 1.0 and "collapse/lr_scale" not in rose.metrics()
+    assert stored[15]["collapse/lr_scale"] == pytest.approx(0.49)  # the run goes on at the rate the rollbacks left
+    assert Intervention.from_metrics(16, stored[15], stored[14]) == rose
+
+
+def test_a_give_up_on_a_plateau_says_no_rise_after():
+    """A give-up that read a plateau already said the policy learnt part of the task: a further rise is no revision."""
+    seen = drive(CollapseRecovery(GIVE_UP_THEN_LEARN, 1.0), ExplorationWatch(steps=2),
+                 [SIGNAL] * 3 + [PLATEAU] * 12 + [SOLVED] * 10)
+    assert [i.action for i, _ in seen if i] == ["rollback", "rollback", "give_up"]
+
+
+@pytest.mark.parametrize("at", range(1, len(LEARNT_AFTER)))
+def test_a_resumed_run_says_the_rise_after_its_give_up_as_the_run_would_have(at):
+    whole = drive(CollapseRecovery(GIVE_UP_THEN_LEARN, 1.0), ExplorationWatch(steps=2), LEARNT_AFTER)
+    stored: list[dict[str, float]] = []
+    drive(CollapseRecovery(GIVE_UP_THEN_LEARN, 1.0), ExplorationWatch(steps=2), LEARNT_AFTER[:at], stored=stored)
+    watch, recovery = ExplorationWatch(steps=2), CollapseRecovery(GIVE_UP_THEN_LEARN, 1.0)
+    rewards = [r for groups in LEARNT_AFTER[:at] for group in groups for r in group]
+    watch.resume(stored, (min(rewards), max(rewards)))
+    recovery.resume(at, stored, watch)
+    resumed = drive(recovery, watch, LEARNT_AFTER[at:], first=at + 1)
+    assert [i and (i.action, i.reward_recent) for i, _ in resumed] == [
+        i and (i.action, i.reward_recent) for i, _ in whole[at:]]
+
+
 @pytest.mark.parametrize("escalate", [False, True])
 def test_on_a_plateau_the_temperature_holds_instead_of_rolling_back_or_giving_up(escalate):
     """After `max_attempts` raises without signal on a plateau (most questions right every time, one wrong every
@@ -179,8 +230,9 @@ def test_a_give_up_reads_the_last_ten_steps_after_the_first_three_and_skips_step
     seen = drive(early, ExplorationWatch(steps=1), [COLLAPSED] * 3)
     [given] = [i for i, _ in seen if i and i.action == "give_up"]
     assert given.reward_start is None and "collapse/reward_start" not in given.metrics()
-    assert given.line().endswith("; the task does not look learnable at these settings, no further interventions in "
-                                 "this run")
+    assert given.line().endswith("; the task does not look learnable at these settings so far, no further "
+                                 "interventions in this run; should the reward still rise half the way to the best, it "
+                                 "says so")
 
 
 def test_raises_without_signal_escalate_to_a_rollback():

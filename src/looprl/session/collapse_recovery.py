@@ -311,7 +311,7 @@ class CollapseRecovery:
         self.attempt = int(last.get("collapse/attempt", self.attempt))
         self.entropy_coef = self.cfg.entropy_coef if last.get("collapse/entropy_coef") else 0.0  # as now configured
         self.explored = step + 1
-        for number, metrics in enumerate(steps):  # as after_step saw them
+        for metrics in steps:  # as after_step saw them
             sampled, stuck = step_counts(metrics)
             if sampled:
                 if not self.gave_up:
@@ -321,8 +321,7 @@ class CollapseRecovery:
                 self.recent.clear()
             if metrics.get("collapse/give_up"):
                 self.gave_up = True
-                given_up = Intervention.from_metrics(int(metrics.get("step", 0)), metrics,
-                                                     steps[number - 1] if number else {})
+                given_up = Intervention.from_metrics(0, metrics, {})  # its reading needs only its rewards
                 self.settled = self.settled or bool(given_up and given_up.plateau)
             self.settled = self.settled or bool(metrics.get("collapse/rose"))
             self.reported = self.reported or bool(metrics.get("collapse/unlearnable"))

@@ -164,10 +164,17 @@ def test_a_rise_after_a_give_up_is_said_once_as_a_revised_reading():
 
 
 def test_a_give_up_on_a_plateau_says_no_rise_after():
-    """A give-up that read a plateau already said the policy learnt part of the task: a further rise is no revision."""
-    seen = drive(CollapseRecovery(GIVE_UP_THEN_LEARN, 1.0), ExplorationWatch(steps=2),
-                 [SIGNAL] * 3 + [PLATEAU] * 12 + [SOLVED] * 10)
+    """A give-up that read a plateau already said the policy learnt part of the task: a further rise is no revision,
+    also after a resume."""
+    steps, stored = [SIGNAL] * 3 + [PLATEAU] * 12 + [SOLVED] * 10, []
+    seen = drive(CollapseRecovery(GIVE_UP_THEN_LEARN, 1.0), ExplorationWatch(steps=2), steps, stored=stored)
     assert [i.action for i, _ in seen if i] == ["rollback", "rollback", "give_up"]
+    at = next(n for n, (i, _) in enumerate(seen, 1) if i and i.action == "give_up")
+    watch, recovery = ExplorationWatch(steps=2), CollapseRecovery(GIVE_UP_THEN_LEARN, 1.0)
+    watch.resume(stored[:at], (0.0, 1.0))
+    recovery.resume(at, stored[:at], watch)
+    assert recovery.gave_up and recovery.settled
+    assert not any(i for i, _ in drive(recovery, watch, steps[at:], first=at + 1))
 
 
 @pytest.mark.parametrize("at", range(1, len(LEARNT_AFTER)))

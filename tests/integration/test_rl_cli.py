@@ -272,7 +272,7 @@ def test_rl_collapse_recovery_puts_an_entropy_bonus_in_the_loss_from_its_first_i
 
 def test_rl_collapse_recovery_says_when_the_reward_rose_after_it_gave_up(tmp_path):
     """Issue 37's honest detection through `looprl rl` (`RisingEnv`: no group has signal, the rewards 0.4 and 0.6 by
-    example, until every reply gets 1, the solved reward, from about step 9): the rollback recovery rolls back at step
+    example, until every reply gets 1, the solved reward, from about step 10): the rollback recovery rolls back at step
     3 and gives up at step 6, the reward hardly risen, "the task does not look learnable at these settings so far";
     once the mean of the last steps is half the way to 1 it says the reward rose since, once, in the output, the log,
     the `collapse/rose` metric and the inspector's marks."""
@@ -281,7 +281,7 @@ def test_rl_collapse_recovery_says_when_the_reward_rose_after_it_gave_up(tmp_pat
     from looprl.inspector.app import create_app
 
     run = tmp_path / "run"
-    path = level_config(tmp_path, run, 16, {"method": "rollback", "max_attempts": 1, "solved_reward": 1.0},
+    path = level_config(tmp_path, run, 18, {"method": "rollback", "max_attempts": 1, "solved_reward": 1.0},
                         level=lambda i: 0.4 + i % 2 / 5, env="RisingEnv")
     out = looprl("rl", "@", str(path)).stdout
     rows = metric_rows(run)

@@ -52,9 +52,9 @@ class RisingEnv(CharsEnv):
         return {"level": 1.0 if RisingEnv.scored > RISES_AFTER else float(rollout.example_args["level"])}
 
 
-RISES_AFTER = 64
-"""`RisingEnv`'s rollouts before it gives every reply 1: 8 steps of 8 (a few more as groups dropped after a rollback
-are drawn again)."""
+RISES_AFTER = 72
+"""`RisingEnv`'s rollouts before it gives every reply 1: 9 steps of 8 (a margin over the ~62 that may be scored before
+step 6 ends: groups started ahead, and those dropped after a rollback drawn again)."""
 
 
 class DownEnv(CharsEnv):

@@ -93,14 +93,14 @@ class CollapseRecovery(Strict):
     configured one."""
     max_attempts: int = Field(2, ge=1)
     """Before it gives up (the run then says how far the reward rose: to a plateau, part of the way, or hardly, a task
-    that does not look learnable at these settings so far; and says so should it still rise half the way): rollbacks in
-    the run (`rollback`), or raises in a row without a step regaining signal (`temperature`, whose temperature then goes
-    back; with `escalate` it rolls back instead and gives up after as many rollbacks). A temperature recovery that has
-    raised also gives up (or escalates) once 7 of the last 10 steps had most groups without signal, however few raises
-    in a row (one step before the 8 of 10 that counts as a stuck run). Where the reward says a plateau (half the way
-    from the first steps' to the best), the temperature recovery holds instead: the temperature stays raised and the
-    raises count again. 2 by default (4 until 2026-12-06): with `escalate`, 4 raises before the rollback let 2 of 3
-    large_number seeds stall at one answer, 2 let none of 5 (docs/benchmarks.md)."""
+    that does not look learnable at these settings so far; short of a plateau, it says so should the reward still rise
+    half the way): rollbacks in the run (`rollback`), or raises in a row without a step regaining signal (`temperature`,
+    whose temperature then goes back; with `escalate` it rolls back instead and gives up after as many rollbacks). A
+    temperature recovery that has raised also gives up (or escalates) once 7 of the last 10 steps had most groups
+    without signal, however few raises in a row (one step before the 8 of 10 that counts as a stuck run). Where the
+    reward says a plateau (half the way from the first steps' to the best), the temperature recovery holds instead: the
+    temperature stays raised and the raises count again. 2 by default (4 until 2026-12-06): with `escalate`, 4 raises
+    before the rollback let 2 of 3 large_number seeds stall at one answer, 2 let none of 5 (docs/benchmarks.md)."""
     escalate: bool = True
     """temperature: once `max_attempts` raises in a row brought no signal back (and the reward says no plateau), roll
     back as `rollback` does (and go on as `rollback`) instead of giving up; the trainer then keeps a copy of the

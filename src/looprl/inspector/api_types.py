@@ -151,8 +151,8 @@ class CollapseIntervention(BaseModel):
     """give_up, hold and rose: how far the mean reward of its last steps came from the run's first steps' towards the
     best (0: not at all, 1: all the way; None: not known), which its message reads."""
     plateau: bool = False
-    """give_up, hold and rose: at least half the way (the policy learnt part of the task): its message says a
-    plateau."""
+    """give_up, hold and rose: at least half the way (the policy learnt part of the task): the message of a give_up
+    or a hold says a plateau; a rose is always at least half the way."""
     message: str
     """The line the orchestrator logged: when, why, what changed."""
 

@@ -157,7 +157,8 @@ class Intervention:
 
     @property
     def plateau(self) -> bool:
-        """give_up and hold: the policy learnt part of the task and stopped exploring there (`PLATEAU_SHARE`)."""
+        """give_up and hold: the policy learnt part of the task and stopped exploring there (`PLATEAU_SHARE`); rose:
+        the reward came that far after a give-up that read no plateau."""
         return self.progress is not None and self.progress >= PLATEAU_SHARE
 
     def line(self) -> str:

@@ -163,6 +163,16 @@ def test_a_rise_after_a_give_up_is_said_once_as_a_revised_reading():
     assert Intervention.from_metrics(16, stored[15], stored[14]) == rose
 
 
+def test_a_rise_after_the_temperature_gave_up_is_said_too():
+    """Without `escalate` the temperature gives up (back at the configured one); a rise after it is said alike."""
+    cfg = RecoveryConfig(method="temperature", max_attempts=2, escalate=False)
+    seen = drive(CollapseRecovery(cfg, 1.0), ExplorationWatch(steps=2), LEARNT_AFTER)
+    assert [i.action for i, _ in seen if i] == ["raise", "raise", "give_up", "rose"]
+    rose = next(i for i, _ in seen if i and i.action == "rose")
+    assert (rose.method, rose.value_to, rose.plateau) == ("temperature", 1.0, True)
+    assert seen[-1][1] == 1.0  # sampling stays at the configured temperature
+
+
 def test_a_give_up_on_a_plateau_says_no_rise_after():
     """A give-up that read a plateau already said the policy learnt part of the task: a further rise is no revision,
     also after a resume."""

@@ -43,10 +43,10 @@ that settled on a partial answer (a large_number seed that gave up there learnt 
 had answered "No" to every question since step 19). Its line gives the means and the share of the way.
 
 A give-up is a reading of the reward so far, not a last word: the run goes on without interventions (at the
-learning rate the rollbacks left), and the recovery keeps reading the reward. Where a give-up that read no plateau is
-followed by a recent mean at least `PLATEAU_SHARE` of the way, it says once that the reward **rose** after it (two
-large_number seeds that gave up at x0.49 of the learning rate, "the task does not look learnable", reached 95 % a few
-minutes later: docs/benchmarks.md).
+configured temperature, and the learning rate any rollbacks left), and the recovery keeps reading the reward. Where
+a give-up that read no plateau is followed by a recent mean at least `PLATEAU_SHARE` of the way, it says once that
+the reward **rose** after it (two large_number seeds that gave up at x0.49 of the learning rate, "the task does not
+look learnable", reached 95 % a few minutes later: docs/benchmarks.md).
 
 With `entropy_coef` the first intervention also puts an entropy bonus into the loss for the rest of the run
 (handed to the trainer with each batch): it cannot bring signal back by itself (it trains only groups with signal),
@@ -328,6 +328,11 @@ class CollapseRecovery:
             self.reported = self.reported or bool(metrics.get("collapse/unlearnable"))
 
     @property
+    def setting(self) -> float:
+        """The method's setting now (`SETTING_METRIC`): the learning-rate factor, or the next groups' temperature."""
+        return self.lr_scale if self.method == "rollback" else self.temperature
+
+    @property
     def sampled_as_configured(self) -> bool:
         """Whether the groups started now sample at the configured temperature. A step sampled hotter does not count
         as one that explored, whatever its signal: the signal came from the temperature, and its weights may be
@@ -358,8 +363,7 @@ class CollapseRecovery:
             if self.reported:
                 return None
             self.reported = True
-            value = self.lr_scale if self.method == "rollback" else self.temperature
-            return Intervention(step, "unlearnable", self.method, value, value, 0, sampled, stuck)
+            return Intervention(step, "unlearnable", self.method, self.setting, self.setting, 0, sampled, stuck)
         if explored and self.cfg.rollback_to == "explored":
             self.explored = step
         if self.method == "rollback":
@@ -424,8 +428,8 @@ class CollapseRecovery:
         """After a give-up that read no plateau: `rose` once the recent mean reward is `PLATEAU_SHARE` of the way."""
         if self.settled:
             return None
-        value = self.lr_scale if self.method == "rollback" else self.temperature
-        rose = self._read(Intervention(step, "rose", self.method, value, value, self.attempt, sampled, stuck), watch)
+        rose = self._read(Intervention(step, "rose", self.method, self.setting, self.setting, self.attempt, sampled,
+                                       stuck), watch)
         self.settled = rose.plateau
         return rose if rose.plateau else None
 

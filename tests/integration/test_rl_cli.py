@@ -270,6 +270,29 @@ def test_rl_collapse_recovery_puts_an_entropy_bonus_in_the_loss_from_its_first_i
     assert (first["step"], first["action"], first["entropy_coef"], first["message"]) == (3, "raise", 0.01, line)
 
 
+def test_rl_collapse_recovery_holds_the_entropy_bonus_off_above_its_ceiling(tmp_path):
+    """`[orchestrator.collapse] entropy_ceiling` through `looprl rl`: as in the test above the bonus goes on at step 3,
+    and with a ceiling of 0.01 times the first trained steps' entropy it is held off as soon as the trainer has
+    reported one: the batches carry no bonus from then on, the trainer takes none off the loss, and the metrics and
+    the orchestrator's log say so."""
+    run = tmp_path / "run"
+    path = level_config(tmp_path, run, 6, {"raise_by": 1.0, "max_temperature": 1.0, "entropy_coef": 0.01,
+                                           "entropy_ceiling": 0.01},
+                        level=lambda i: i / 6, env="LevelCharsEnv", sampling={"temperature": 0.0})
+    looprl("rl", "@", str(path))
+    rows = metric_rows(run)
+    handed = [read_model(batch_path(run, step), TrainBatch) for step in range(1, 7)]
+    assert [r.get("collapse/entropy_coef") for r in rows] == [None, None] + [0.01] * 4
+    held = [r.get("collapse/entropy_held") for r in rows]
+    assert held[:3] == [None, None, 0.0] and held[-1] == 1.0  # no entropy reported before the bonus went on
+    assert [b and b.entropy_coef for b in handed] == [0.0, 0.0] + [0.0 if h else 0.01 for h in held[2:]]
+    assert all(r["train/entropy_bonus"] == 0.0 for r, h in zip(rows, held) if h)
+    start = rows[-1]["collapse/entropy_limit"] / 0.01
+    assert re.search(r"collapse recovery: the policy's entropy at step \d, [\d.]+ a token, is above [\d.e-]+ \(0.01 "
+                     rf"times its mean over the run's first steps, {start:.3g}\): the entropy bonus is off until it is "
+                     "back under", (run / "logs" / "orchestrator.log").read_text())
+
+
 def test_rl_collapse_recovery_says_when_the_reward_rose_after_it_gave_up(tmp_path):
     """Issue 37's honest detection through `looprl rl` (`RisingEnv`: no group has signal, the rewards 0.4 and 0.6 by
     example, until every reply gets 1, the solved reward, from about step 10): the rollback recovery rolls back at step

@@ -136,15 +136,19 @@ class CollapseIntervention(BaseModel):
     rebuilt from the step's `collapse/...` metrics."""
 
     step: int
-    action: Literal["escalate", "rollback", "raise", "decay", "hold", "give_up", "unlearnable", "rose"]
+    action: Literal["escalate", "rollback", "raise", "decay", "hold", "give_up", "unlearnable", "rose", "bonus_off",
+                    "bonus_on"]
     """What it did: rolled the weights back (`escalate`: as the temperature's raises brought no signal back),
     raised or decayed the sampling temperature, held it raised on a plateau, gave up, reported a task without
-    signal, or said that the reward rose half the way after a give-up (`rose`: the give-up's reading revised)."""
+    signal, said that the reward rose half the way after a give-up (`rose`: the give-up's reading revised), or held
+    its entropy bonus off while the policy's entropy was above `entropy_ceiling` (`bonus_off`) and put it back in
+    (`bonus_on`)."""
     method: Literal["rollback", "temperature"]
     value_from: float
     value_to: float
     """The method's setting before and after the step: the learning-rate factor (rollback) or the sampling
-    temperature of the groups started after it (temperature)."""
+    temperature of the groups started after it (temperature); bonus_off and bonus_on: the entropy bonus the batches
+    carry."""
     entropy_coef: float = 0.0
     """The entropy bonus this intervention put into the loss for the rest of the run (0: none)."""
     progress: float | None = None

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,7 @@ class Orchestrator:
         cfg, ocfg = self.cfg, self.cfg.orchestrator
         started = time.perf_counter()
         await self.weights.wait_for(max(0, step - 1 - ocfg.off_policy_steps, pool.floor))
+        self.flush_reports()  # the reports in by now, for collapse recovery's entropy bonus (`steer_bonus`)
         metrics: dict[str, Any] = {"wait_time_s": time.perf_counter() - started}
         if ocfg.eval.interval and (step - 1) % ocfg.eval.interval == 0 and step != cfg.max_steps:
             metrics.update(await self.evaluate(step))
@@ -287,7 +289,11 @@ class Orchestrator:
         if intervention:
             log = get_logger().info if intervention.action == "decay" else get_logger().warning
             log(intervention.line())
-        return self.recovery.metrics() | (intervention.metrics() if intervention else {})
+        switch = self.recovery.steer_bonus(step)
+        if switch:
+            get_logger().info(switch.line())
+        return (self.recovery.metrics() | (intervention.metrics() if intervention else {})
+                | (switch.metrics() if switch else {}))
 
     def has_signal(self, group: Group) -> bool:
         """Whether a group's advantages are not all zero (dynamic sampling keeps only those)."""
@@ -349,6 +355,9 @@ class Orchestrator:
 
     def store_step(self, step: int, report: TrainerReport) -> None:
         metrics = self.pending.pop(step) | {f"train/{k}": v for k, v in report.metrics.items()}
+        if self.recovery:
+            self.recovery.note_entropy(step, report.metrics.get("entropy", math.nan),
+                                       report.metrics.get("loss_tokens", 0.0))
         assert self.session.writer is not None
         self.session.writer.write_step(self.session.run_id, step, metrics)
         self.trackers.log(step, metrics)

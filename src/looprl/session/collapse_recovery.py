@@ -50,7 +50,9 @@ look learnable", reached 95 % a few minutes later: docs/benchmarks.md).
 
 With `entropy_coef` the first intervention also puts an entropy bonus into the loss for the rest of the run
 (handed to the trainer with each batch): it cannot bring signal back by itself (it trains only groups with signal),
-but once the method has, it keeps a policy that has shown it settles pushed to explore.
+but once the method has, it keeps a policy that has shown it settles pushed to explore. With `entropy_ceiling` it is
+steered (`steer_bonus`): held off while the policy's entropy is above that multiple of the run's first steps', and
+back in once it is under (a `BonusSwitch`).
 
 Detection stays honest (issue 37): a solved task is no collapse (the watch leaves all-right groups
 out), and a run whose rollouts have all had the same reward since it started never lost an
@@ -268,6 +270,44 @@ class Intervention:
                    int(metrics.get("collapse/recent_steps", 0)), metrics.get("collapse/reward_best"))
 
 
+@dataclass(frozen=True)
+class BonusSwitch:
+    """The entropy bonus held off (`held`) or put back in from `step`'s batch on, by the entropy the trainer
+    reported for `read_step` against the limit (`entropy_ceiling` times `start`, the mean entropy of the run's first
+    steps that trained): a line in the orchestrator's log, the step's metrics, a mark on the inspector's run page."""
+
+    step: int
+    held: bool
+    read_step: int
+    entropy: float
+    limit: float
+    start: float
+    coef: float
+
+    def line(self) -> str:
+        read = f"the policy's entropy at step {self.read_step}, {self.entropy:.3g} a token,"
+        if self.held:
+            return (f"collapse recovery: {read} is above {self.limit:.3g} ({round(self.limit / self.start, 6):g} times "
+                    f"its mean over the run's first steps, {self.start:.3g}): the entropy bonus is off until it is "
+                    "back under")
+        return f"collapse recovery: {read} is back under {self.limit:.3g}: the entropy bonus {self.coef:g} is on again"
+
+    def metrics(self) -> dict[str, float]:
+        """This switch as `collapse/...` metrics (with `CollapseRecovery.metrics`: the coefficient, limit, start)."""
+        return {"collapse/entropy_off" if self.held else "collapse/entropy_back": 1.0,
+                "collapse/entropy_read": self.entropy, "collapse/entropy_read_step": float(self.read_step)}
+
+    @classmethod
+    def from_metrics(cls, step: int, metrics: Mapping[str, float]) -> BonusSwitch | None:
+        """The switch a stored step's metrics record (None: none)."""
+        held = bool(metrics.get("collapse/entropy_off"))
+        if not (held or metrics.get("collapse/entropy_back")) or "collapse/entropy_read" not in metrics:
+            return None
+        return cls(step, held, int(metrics["collapse/entropy_read_step"]), metrics["collapse/entropy_read"],
+                   metrics["collapse/entropy_limit"], metrics["collapse/entropy_start"],
+                   metrics["collapse/entropy_coef"])
+
+
 class CollapseRecovery:
     """The method's setting (the learning-rate factor, or the temperature the next groups sample at), moved by
     what each step's groups showed; `rollback` tells the orchestrator to have the trainer roll back."""
@@ -294,8 +334,15 @@ class CollapseRecovery:
         """The mean train reward of each of the run's first `START_STEPS` steps (what a give-up says)."""
         self.recent_rewards: deque[float] = deque(maxlen=RECENT_STEPS)
         """The same of the last `RECENT_STEPS` steps after those."""
-        self.entropy_coef = 0.0
-        """The entropy bonus in the loss from the first intervention on (`cfg.entropy_coef`; 0 before it)."""
+        self.bonus = False
+        """Whether the entropy bonus is in: from the first intervention on, with `cfg.entropy_coef`."""
+        self.held = False
+        """Whether the bonus is held off for the next batch: the policy's entropy is above `entropy_limit`."""
+        self.entropy_first: list[float] = []
+        """The trainer's mean entropy a token of each of the run's first `START_STEPS` steps that trained (the base
+        of `entropy_limit`)."""
+        self.entropy_last: tuple[int, float] | None = None
+        """The last step the trainer reported an entropy for, and that entropy."""
 
     def resume(self, step: int, steps: Sequence[Mapping[str, float]], watch: ExplorationWatch) -> None:
         """Go on after `--resume` from `step`, the last of the stored `steps` (each step's metrics, in order): the
@@ -310,7 +357,8 @@ class CollapseRecovery:
             self.method = "rollback"
         self.temperature = last.get("collapse/temperature", self.temperature)
         self.attempt = int(last.get("collapse/attempt", self.attempt))
-        self.entropy_coef = self.cfg.entropy_coef if last.get("collapse/entropy_coef") else 0.0  # as now configured
+        self.bonus = bool(self.cfg.entropy_coef and last.get("collapse/entropy_coef"))  # as now configured
+        self.held = bool(last.get("collapse/entropy_held"))
         self.explored = step + 1
         for metrics in steps:  # as after_step saw them
             sampled, stuck = step_counts(metrics)
@@ -318,6 +366,9 @@ class CollapseRecovery:
                 if not self.gave_up:
                     self.recent.append(watch.stuck(sampled, stuck))
                 self.note_reward(metrics.get("reward", math.nan))
+            if "step" in metrics:
+                self.note_entropy(int(metrics["step"]), metrics.get("train/entropy", math.nan),
+                                  metrics.get("train/loss_tokens", 0.0))
             if metrics.get("collapse/rollback") or metrics.get("collapse/hold"):
                 self.recent.clear()
             if metrics.get("collapse/give_up"):
@@ -338,6 +389,49 @@ class CollapseRecovery:
         as one that explored, whatever its signal: the signal came from the temperature, and its weights may be
         those of the collapsed policy (on large_number an escalation went back to such a step's weights)."""
         return self.temperature == self.base
+
+    def note_entropy(self, step: int, entropy: float, loss_tokens: float) -> None:
+        """Keep the trainer's mean entropy a token of `step` (its `entropy` metric, over its `loss_tokens`), as it
+        arrives: the first steps' for `entropy_limit`, the last for `steer_bonus`; a step that trained no token
+        says nothing."""
+        if not loss_tokens or math.isnan(entropy) or math.isnan(loss_tokens):
+            return
+        if len(self.entropy_first) < START_STEPS:
+            self.entropy_first.append(entropy)
+        self.entropy_last = (step, entropy)
+
+    @property
+    def entropy_start(self) -> float | None:
+        """The mean entropy of the run's first steps that trained (None: none has reported one yet)."""
+        return sum(self.entropy_first) / len(self.entropy_first) if self.entropy_first else None
+
+    @property
+    def entropy_limit(self) -> float | None:
+        """The entropy above which the bonus holds off: `entropy_ceiling` times `entropy_start` (None: no ceiling
+        configured, or no step has reported an entropy yet)."""
+        start = self.entropy_start
+        return None if self.cfg.entropy_ceiling is None or start is None else self.cfg.entropy_ceiling * start
+
+    @property
+    def entropy_coef(self) -> float:
+        """The entropy bonus the next batch carries to the trainer: `cfg.entropy_coef` once it is in, unless held."""
+        return self.cfg.entropy_coef if self.bonus and not self.held else 0.0
+
+    def steer_bonus(self, step: int) -> BonusSwitch | None:
+        """Before `step`'s batch: hold the bonus off while the last reported entropy is above `entropy_limit`, and
+        put it back once it is not (None: no change). A fixed bonus raised the entropy with nothing to stop it: on
+        examples/large_number a seed's replies went from 1.2 to 2.6 nats a token over 90 steps while its reward
+        stayed near 0.5, and a bonus on every sampled token took another from 1.0 to 6.9 (noise after a first word
+        that stayed the same); the policy the run started from explored, so its entropy bounds what the bonus needs
+        to restore."""
+        limit, start, last = self.entropy_limit, self.entropy_start, self.entropy_last
+        if not self.bonus or limit is None or start is None or last is None:
+            return None
+        held = last[1] > limit
+        if held == self.held:
+            return None
+        self.held = held
+        return BonusSwitch(step, held, last[0], last[1], limit, start, self.cfg.entropy_coef)
 
     def note_reward(self, reward: float) -> None:
         """Keep a step's mean train reward (the `reward` metric) for a give-up's verdict and the look back after it;
@@ -371,9 +465,9 @@ class CollapseRecovery:
         else:
             intervention = self._temperature(step, watch, fired, sampled, stuck, is_stuck)
         # `fired`: a decay after a resume that newly configured the bonus does not put it in
-        if intervention and fired and self.cfg.entropy_coef and not self.entropy_coef:
-            self.entropy_coef = self.cfg.entropy_coef
-            return replace(intervention, entropy_coef=self.entropy_coef)
+        if intervention and fired and self.cfg.entropy_coef and not self.bonus:
+            self.bonus = True
+            return replace(intervention, entropy_coef=self.cfg.entropy_coef)
         return intervention
 
     def _rollback(self, step: int, watch: ExplorationWatch, fired: bool, sampled: int, stuck: int,
@@ -449,9 +543,13 @@ class CollapseRecovery:
 
     def metrics(self) -> dict[str, float]:
         """Every step's state: the method's setting (the learning-rate factor, and the next groups' temperature
-        while the configured method is the temperature, also after it escalated), the entropy bonus once it is on,
-        and the rollbacks so far, or the raises in a row."""
+        while the configured method is the temperature, also after it escalated), the entropy bonus once it is on
+        (whether it is held off, and the limit and the first steps' entropy it is held off by), and the rollbacks so
+        far, or the raises in a row."""
         temperature = {} if self.cfg.method == "rollback" else {"collapse/temperature": self.temperature}
         lr_scale = {"collapse/lr_scale": self.lr_scale} if self.method == "rollback" else {}
-        bonus = {"collapse/entropy_coef": self.entropy_coef} if self.entropy_coef else {}
+        bonus = {"collapse/entropy_coef": self.cfg.entropy_coef, "collapse/entropy_held": float(self.held)} \
+            if self.bonus else {}
+        if self.bonus and (limit := self.entropy_limit) is not None and (start := self.entropy_start) is not None:
+            bonus |= {"collapse/entropy_limit": limit, "collapse/entropy_start": start}
         return lr_scale | temperature | bonus | {"collapse/attempt": float(self.attempt)}

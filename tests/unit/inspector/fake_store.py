@@ -91,10 +91,15 @@ def build_store(run_dir: Path, *, run_id: str = "run-1", status: str = "running"
 
 def mark_collapse_recovery(run_dir: Path) -> None:
     """Steps 0-2 as `[orchestrator.collapse]` writes them: every group without signal at step 1 raises the
-    temperature 1 -> 1.25, signal again at step 2 decays it to 1.15."""
+    temperature 1 -> 1.25 and puts the entropy bonus in; signal again at step 2 decays it to 1.15, and the bonus is
+    held off there, the entropy of step 1 being above its ceiling."""
+    bonus = {"collapse/entropy_coef": 0.01, "collapse/entropy_limit": 1.2, "collapse/entropy_start": 1.2}
     stored = {0: {"collapse/temperature": 1.0, "collapse/attempt": 0.0},
-              1: {"collapse/temperature": 1.25, "collapse/attempt": 1.0, "collapse/raise": 1.0},
-              2: {"collapse/temperature": 1.15, "collapse/attempt": 0.0, "collapse/decay": 1.0}}
+              1: {"collapse/temperature": 1.25, "collapse/attempt": 1.0, "collapse/raise": 1.0,
+                  "collapse/entropy_on": 1.0, "collapse/entropy_held": 0.0, **bonus},
+              2: {"collapse/temperature": 1.15, "collapse/attempt": 0.0, "collapse/decay": 1.0,
+                  "collapse/entropy_held": 1.0, "collapse/entropy_off": 1.0, "collapse/entropy_read": 1.5,
+                  "collapse/entropy_read_step": 1.0, **bonus}}
     with sqlite3.connect(run_dir / "looprl.db") as db:
         for step, metrics in stored.items():
             db.execute("UPDATE steps SET metrics=? WHERE step=?",

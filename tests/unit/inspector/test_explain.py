@@ -118,9 +118,14 @@ def test_run_page_marks_collapse_recovery_interventions(run_dir):
     with TestClient(create_app([run_dir]), base_url="http://127.0.0.1:8765") as c:
         marks = c.get(f"{API}/metrics").json()["interventions"]
     assert [(m["step"], m["action"], m["method"], m["value_from"], m["value_to"]) for m in marks] == [
-        (1, "raise", "temperature", 1.0, 1.25), (2, "decay", "temperature", 1.25, 1.15)]
+        (1, "raise", "temperature", 1.0, 1.25), (2, "decay", "temperature", 1.25, 1.15),
+        (2, "bonus_off", "temperature", 0.01, 0.0)]
     assert marks[0]["message"] == ("collapse recovery: 4 of 4 groups at step 1 without signal, policy not exploring; "
-                                   "sampling temperature of the next groups 1 -> 1.25 (raise 1)")
+                                   "sampling temperature of the next groups 1 -> 1.25 (raise 1); entropy bonus 0.01 "
+                                   "in the loss from now to the end of the run")
+    assert marks[2]["message"] == ("collapse recovery: the policy's entropy at step 1, 1.5 a token, is above 1.2 (1 "
+                                   "times its mean over the run's first steps, 1.2): the entropy bonus is off until it "
+                                   "is back under")
 
 
 @pytest.mark.parametrize(("action", "says"), [("give_up", "gave up"), ("hold", "stays at 1.5 and the raises start")])

@@ -10,7 +10,14 @@ import pytest
 from looprl.config import CollapseRecovery as RecoveryConfig
 from looprl.session.advantages import GroupAdvantages
 from looprl.session.collapse import ExplorationWatch
-from looprl.session.collapse_recovery import RECENT_STEPS, STALL_WINDOW, CollapseRecovery, Intervention, explored
+from looprl.session.collapse_recovery import (
+    RECENT_STEPS,
+    STALL_WINDOW,
+    BonusSwitch,
+    CollapseRecovery,
+    Intervention,
+    explored,
+)
 
 
 def drive(recovery: CollapseRecovery, watch: ExplorationWatch, steps: list[list[tuple[float, ...]]], first: int = 1,
@@ -78,6 +85,62 @@ def test_the_first_intervention_puts_an_entropy_bonus_in_the_loss_for_the_rest_o
         resumed = CollapseRecovery(RecoveryConfig(method="temperature", entropy_coef=configured), 1.0)
         resumed.resume(14, stored, ExplorationWatch())
         assert resumed.entropy_coef == configured
+
+
+def steer(recovery: CollapseRecovery, watch: ExplorationWatch, steps: list[list[tuple[float, ...]]],
+          entropies: list[float], stored: list[dict[str, float]] | None = None, first: int = 1):
+    """`drive` with the trainer's reports as the orchestrator notes them: step N's entropy (`entropies`; NaN: the step
+    trained no token) arrives before step N + 1's batch is built, and the bonus is steered before each batch; returns
+    each step's batch bonus (`recovery.entropy_coef`) and the line its switch logged (or None)."""
+    out = []
+    for step, (groups, entropy) in enumerate(zip(steps, entropies), first):
+        metrics: list[dict[str, float]] = []
+        drive(recovery, watch, [groups], step, metrics)
+        switch = recovery.steer_bonus(step)
+        out.append((recovery.entropy_coef, switch and switch.line()))
+        tokens = 0.0 if math.isnan(entropy) else 100.0
+        recovery.note_entropy(step, entropy, tokens)
+        if stored is not None:
+            stored.append(metrics[0] | recovery.metrics() | (switch.metrics() if switch else {})
+                          | {"train/entropy": 0.0 if math.isnan(entropy) else entropy, "train/loss_tokens": tokens})
+    return out
+
+
+def test_the_bonus_is_off_while_the_entropy_is_above_the_runs_start_and_on_again_under_it():
+    """`entropy_ceiling`: the bonus, once in, is left out of the batches built while the last reported entropy is above
+    the ceiling times the mean of the first steps that trained (steps that trained nothing do not count), and back in
+    once it is under; each change is a line, and every step's metrics say whether it is held and the limit. A resume
+    at any step goes on as the run did."""
+    cfg = RecoveryConfig(method="temperature", max_attempts=4, escalate=False, entropy_coef=0.01)
+    steps = [SIGNAL] * 2 + [COLLAPSED] * 3 + [SIGNAL] * 7
+    entropies = [math.nan, 1.0, 1.2, 1.1, 0.9, 1.3, 1.5, 1.0, 1.2, 1.1, 0.8, 0.7]
+    recovery, stored = CollapseRecovery(cfg, 1.0), []
+    seen = steer(recovery, ExplorationWatch(steps=3), steps, entropies, stored)
+    assert [coef for coef, _ in seen] == [0.0] * 4 + [0.01, 0.01, 0.0, 0.0, 0.01, 0.0, 0.01, 0.01]
+    assert recovery.entropy_start == pytest.approx(1.1) and recovery.entropy_limit == pytest.approx(1.1)
+    lines = [(step, line) for step, (_, line) in enumerate(seen, 1) if line]
+    assert [step for step, _ in lines] == [7, 9, 10, 11]
+    assert lines[0][1] == ("collapse recovery: the policy's entropy at step 6, 1.3 a token, is above 1.1 (1 times its "
+                           "mean over the run's first steps, 1.1): the entropy bonus is off until it is back under")
+    assert lines[1][1] == ("collapse recovery: the policy's entropy at step 8, 1 a token, is back under 1.1: the "
+                           "entropy bonus 0.01 is on again")
+    assert [m.get("collapse/entropy_held") for m in stored] == [None] * 4 + [0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0]
+    assert stored[4]["collapse/entropy_coef"] == 0.01 and stored[4]["collapse/entropy_limit"] == pytest.approx(1.1)
+    assert [BonusSwitch.from_metrics(step, stored[step - 1]).line() for step, _ in lines] == [said for _, said in lines]
+    assert BonusSwitch.from_metrics(6, stored[5]) is None
+    assert (stored[6]["collapse/entropy_off"], stored[6]["collapse/entropy_read_step"]) == (1.0, 6.0)
+    for at in range(1, len(steps)):
+        resumed, watch = CollapseRecovery(cfg, 1.0), ExplorationWatch(steps=3)
+        watch.resume(stored[:at], (0.0, 1.0))
+        resumed.resume(at, stored[:at], watch)
+        assert steer(resumed, watch, steps[at:], entropies[at:], first=at + 1) == seen[at:]
+
+
+def test_without_a_ceiling_the_bonus_stays_on_whatever_the_entropy():
+    recovery = CollapseRecovery(RecoveryConfig(method="temperature", escalate=False, entropy_ceiling=None), 1.0)
+    seen = steer(recovery, ExplorationWatch(steps=3), [COLLAPSED] * 3 + [SIGNAL] * 3, [1.0, 1.0, 1.0, 5.0, 6.0, 7.0])
+    assert seen == [(0.0, None)] * 2 + [(0.01, None)] * 4
+    assert recovery.entropy_limit is None and "collapse/entropy_limit" not in recovery.metrics()
 
 
 def test_without_entropy_coef_no_bonus_is_put_in():

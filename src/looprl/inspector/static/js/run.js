@@ -67,7 +67,7 @@ function renderHead() {
     (metrics.coverage || []).map((c) => h("div", { class: "note", dataset: { part: "coverage" }, text: c.line })),
     // collapse recovery's interventions ([orchestrator.collapse]): when looprl stepped in, why, what it changed
     (metrics.interventions || []).map((m) => h("div", {
-      class: `note${m.action === "decay" || m.action === "rose" ? "" : " warn"}`,
+      class: `note${["decay", "rose", "bonus_off", "bonus_on"].includes(m.action) ? "" : " warn"}`,
       dataset: { part: "collapse", action: m.action },
     }, `Step ${m.step}: ${m.message}`)));
 }

@@ -243,8 +243,8 @@ def per_class_steps(out: Path, arg: str) -> list[str]:
     for step in sorted(per, key=int):
         m = metrics.get(int(step), {})
         classes = " ".join(f"{cls} {total / count:.2f}" for cls, (total, count) in sorted(per[step].items()))
-        actions = [key.removeprefix("collapse/") for key in ("collapse/raise", "collapse/decay", "collapse/give_up",
-                                                            "collapse/rollback", "collapse/rose") if m.get(key)]
+        shown = ("raise", "decay", "give_up", "rollback", "rose", "entropy_off", "entropy_back")
+        actions = [key for key in shown if m.get(f"collapse/{key}")]
         signal = f"{m['no_signal_frac']:.2f}" if "no_signal_frac" in m else "-"
         lines.append(f"step {step:>4}  {classes}  | groups without signal {signal}"
                      + (f"  | {', '.join(actions)}" if actions else ""))
@@ -438,8 +438,10 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         ("KL coefficient", str(t.loss.kl_coef), str(trl.beta)),
         (
             "entropy bonus coefficient",
-            f"{t.loss.entropy_coef}" + (f", {o.collapse.entropy_coef} from the first intervention"
-                                        if o.collapse.method != "off" and o.collapse.entropy_coef else ""),
+            f"{t.loss.entropy_coef}" + (f", {o.collapse.entropy_coef} from the first intervention" + (
+                f" (off above {o.collapse.entropy_ceiling:g}x the first steps' entropy)"
+                if o.collapse.entropy_ceiling is not None else "")
+                if o.collapse.method != "off" and o.collapse.entropy_coef else ""),
             "0.0",
         ),
         ("collapse recovery", f"{o.collapse.method}{escalating} (looprl-recovery: temperature alone, "

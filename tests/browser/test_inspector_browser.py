@@ -341,8 +341,7 @@ def test_collapse_recovery_marks_on_the_run_page(browser, tmp_path):
         sync_api.expect(marks).to_have_count(3)
         sync_api.expect(marks.nth(0)).to_have_text(
             "Step 1: collapse recovery: 4 of 4 groups at step 1 without signal, policy not exploring; sampling "
-            "temperature of the next groups 1 -> 1.25 (raise 1); entropy bonus 0.01 in the loss from now to the end "
-            "of the run")
+            "temperature of the next groups 1 -> 1.25 (raise 1); entropy bonus 0.01 in the loss from now on")
         sync_api.expect(marks.nth(0)).to_have_class(re.compile(r"\bwarn\b"))
         sync_api.expect(marks.nth(1)).to_contain_text("groups have signal again at step 2")
         sync_api.expect(marks.nth(2)).to_contain_text("Step 2: collapse recovery: the policy's entropy at step 1")

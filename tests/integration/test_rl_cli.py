@@ -256,7 +256,7 @@ def test_rl_collapse_recovery_puts_an_entropy_bonus_in_the_loss_from_its_first_i
                         level=lambda i: i / 6, env="LevelCharsEnv", sampling={"temperature": 0.0})
     out = looprl("rl", "@", str(path)).stdout
     line = ("collapse recovery: 2 of 2 groups at step 3 without signal, policy not exploring; sampling temperature "
-            "of the next groups 0 -> 1 (raise 1); entropy bonus 0.01 in the loss from now to the end of the run")
+            "of the next groups 0 -> 1 (raise 1); entropy bonus 0.01 in the loss from now on")
     assert line in out and line in (run / "logs" / "orchestrator.log").read_text()
     rows = metric_rows(run)
     assert [r.get("collapse/entropy_coef") for r in rows] == [None, None, 0.01, 0.01, 0.01]
@@ -287,10 +287,13 @@ def test_rl_collapse_recovery_holds_the_entropy_bonus_off_above_its_ceiling(tmp_
     assert held[:3] == [None, None, 0.0] and held[-1] == 1.0  # no entropy reported before the bonus went on
     assert [b and b.entropy_coef for b in handed] == [0.0, 0.0] + [0.0 if h else 0.01 for h in held[2:]]
     assert all(r["train/entropy_bonus"] == 0.0 for r, h in zip(rows, held) if h)
-    start = rows[-1]["collapse/entropy_limit"] / 0.01
-    assert re.search(r"collapse recovery: the policy's entropy at step \d, [\d.]+ a token, is above [\d.e-]+ \(0.01 "
-                     rf"times its mean over the run's first steps, {start:.3g}\): the entropy bonus is off until it is "
-                     "back under", (run / "logs" / "orchestrator.log").read_text())
+    start = rows[-1]["collapse/entropy_start"]
+    assert rows[-1]["collapse/entropy_limit"] == pytest.approx(0.01 * start)
+    assert re.search(r"collapse recovery: the policy's entropy at step \d, [\d.]+ a token, is above [\d.e-]+ "
+                     rf"\(entropy_ceiling 0.01 times {start:.3g}, the mean over the run's first 3 steps that "
+                     r"trained\): "
+                     "the entropy bonus is off until the entropy is back under it",
+                     (run / "logs" / "orchestrator.log").read_text())
 
 
 def test_rl_collapse_recovery_says_when_the_reward_rose_after_it_gave_up(tmp_path):
@@ -353,7 +356,7 @@ def test_rl_collapse_recovery_rolls_back_at_a_lower_learning_rate(tmp_path):
     out = looprl("rl", "@", str(path)).stdout
     line = ("collapse recovery: 2 of 2 groups at step 3 without signal, policy not exploring; weights back to the "
             "run's first (no step yet whose groups mostly had signal), AdamW's momentum zeroed, learning rate x1 -> "
-            "x0.5 (rollback 1); entropy bonus 0.01 in the loss from now to the end of the run")
+            "x0.5 (rollback 1); entropy bonus 0.01 in the loss from now on")
     assert line in out and line in (run / "logs" / "orchestrator.log").read_text()
     assert "step 3: collapse recovery, weights back to the last kept" in (run / "logs" / "trainer.log").read_text()
     rows = metric_rows(run)

@@ -116,10 +116,10 @@ class CollapseRecovery(Strict):
     rolled-back policy collapsed again within a few steps (docs/benchmarks.md)."""
     entropy_coef: float = Field(0.01, ge=0)
     """An entropy bonus the recovery adds to the loss from its first intervention (the first time the watch fires)
-    to the end of the run: the trainer's loss then uses the larger of this and `trainer.loss.entropy_coef`. A run
-    that collapsed once has shown that its policy settles on one answer; the bonus keeps pushing it to explore
-    while the method brings signal back, and a run that never collapses trains without it. 0: no bonus. 0.01 by
-    default since 2026-12-06 (with `escalate` and `max_attempts = 2`, docs/benchmarks.md)."""
+    on, steered by `entropy_ceiling`: the trainer's loss then uses the larger of this and
+    `trainer.loss.entropy_coef`. A run that collapsed once has shown that its policy settles on one answer; the bonus
+    keeps pushing it to explore while the method brings signal back, and a run that never collapses trains without
+    it. 0: no bonus. 0.01 by default since 2026-12-06 (with `escalate` and `max_attempts = 2`, docs/benchmarks.md)."""
     entropy_ceiling: float | None = Field(1.0, gt=0)
     """Steers the bonus: it is off for the next batch while the policy's entropy (the trainer's mean entropy a token
     of the last step it reported) is above this multiple of its mean over the run's first steps that trained, and on

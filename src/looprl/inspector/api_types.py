@@ -150,7 +150,8 @@ class CollapseIntervention(BaseModel):
     temperature of the groups started after it (temperature); bonus_off and bonus_on: the entropy bonus the batches
     carry."""
     entropy_coef: float = 0.0
-    """The entropy bonus this intervention put into the loss for the rest of the run (0: none)."""
+    """The entropy bonus this intervention put into the loss from then on (0: none; held off at times by
+    `entropy_ceiling`: the `bonus_off` and `bonus_on` marks)."""
     progress: float | None = None
     """give_up, hold and rose: how far the mean reward of its last steps came from the run's first steps' towards the
     best (0: not at all, 1: all the way; None: not known), which its message reads."""

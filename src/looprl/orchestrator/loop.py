@@ -177,7 +177,6 @@ class Orchestrator:
         cfg, ocfg = self.cfg, self.cfg.orchestrator
         started = time.perf_counter()
         await self.weights.wait_for(max(0, step - 1 - ocfg.off_policy_steps, pool.floor))
-        self.flush_reports()  # the reports in by now, for collapse recovery's entropy bonus (`steer_bonus`)
         metrics: dict[str, Any] = {"wait_time_s": time.perf_counter() - started}
         if ocfg.eval.interval and (step - 1) % ocfg.eval.interval == 0 and step != cfg.max_steps:
             metrics.update(await self.evaluate(step))
@@ -289,6 +288,7 @@ class Orchestrator:
         if intervention:
             log = get_logger().info if intervention.action == "decay" else get_logger().warning
             log(intervention.line())
+        self.flush_reports()  # the trainer's last entropy, for the bonus (its report comes after the weights)
         switch = self.recovery.steer_bonus(step)
         if switch:
             get_logger().info(switch.line())

@@ -48,7 +48,7 @@ a give-up that read no plateau is followed by a recent mean at least `PLATEAU_SH
 the reward **rose** after it (two large_number seeds that gave up at x0.49 of the learning rate, "the task does not
 look learnable", reached 95 % a few minutes later: docs/benchmarks.md).
 
-With `entropy_coef` the first intervention also puts an entropy bonus into the loss for the rest of the run
+With `entropy_coef` the first intervention also puts an entropy bonus into the loss from then on
 (handed to the trainer with each batch): it cannot bring signal back by itself (it trains only groups with signal),
 but once the method has, it keeps a policy that has shown it settles pushed to explore. With `entropy_ceiling` it is
 steered (`steer_bonus`): held off while the policy's entropy is above that multiple of the run's first steps', and
@@ -136,7 +136,7 @@ class Intervention:
     """rollback: back to the run's first weights because `rollback_to = "start"` (not for want of a step that
     explored)."""
     entropy_coef: float = 0.0
-    """The entropy bonus this intervention put into the loss for the rest of the run (`entropy_coef` of
+    """The entropy bonus this intervention put into the loss from then on (`entropy_coef` of
     `[orchestrator.collapse]`, with the run's first intervention); 0: none."""
     reward_start: float | None = None
     """give_up, hold and rose: the mean train reward of the run's first `START_STEPS` steps (None: a run stored before
@@ -165,7 +165,7 @@ class Intervention:
 
     def line(self) -> str:
         """The intervention in words, for the orchestrator's log: when, why, what it changed."""
-        bonus = f"; entropy bonus {self.entropy_coef:g} in the loss from now to the end of the run" \
+        bonus = f"; entropy bonus {self.entropy_coef:g} in the loss from now on" \
             if self.entropy_coef else ""
         return self._line() + bonus
 
@@ -287,9 +287,9 @@ class BonusSwitch:
     def line(self) -> str:
         read = f"the policy's entropy at step {self.read_step}, {self.entropy:.3g} a token,"
         if self.held:
-            return (f"collapse recovery: {read} is above {self.limit:.3g} ({round(self.limit / self.start, 6):g} times "
-                    f"its mean over the run's first steps, {self.start:.3g}): the entropy bonus is off until it is "
-                    "back under")
+            return (f"collapse recovery: {read} is above {self.limit:.3g} (entropy_ceiling "
+                    f"{round(self.limit / self.start, 6):g} times {self.start:.3g}, the mean over the run's first "
+                    f"{START_STEPS} steps that trained): the entropy bonus is off until the entropy is back under it")
         return f"collapse recovery: {read} is back under {self.limit:.3g}: the entropy bonus {self.coef:g} is on again"
 
     def metrics(self) -> dict[str, float]:
@@ -352,13 +352,14 @@ class CollapseRecovery:
         trainer's copy of the weights is then the resumed ones, which sample the next step, with `rollback_to =
         "start"` too (the copy is not kept across processes)."""
         last = steps[-1]
+        self.entropy_first, self.entropy_last = [], None  # rebuilt from every stored step (some noted while recovered)
         self.lr_scale = last.get("collapse/lr_scale", self.lr_scale)
         if "collapse/lr_scale" in last:  # a rollback recovery, or a temperature one that escalated
             self.method = "rollback"
         self.temperature = last.get("collapse/temperature", self.temperature)
         self.attempt = int(last.get("collapse/attempt", self.attempt))
         self.bonus = bool(self.cfg.entropy_coef and last.get("collapse/entropy_coef"))  # as now configured
-        self.held = bool(last.get("collapse/entropy_held"))
+        self.held = self.cfg.entropy_ceiling is not None and bool(last.get("collapse/entropy_held"))
         self.explored = step + 1
         for metrics in steps:  # as after_step saw them
             sampled, stuck = step_counts(metrics)

@@ -122,10 +122,10 @@ def test_run_page_marks_collapse_recovery_interventions(run_dir):
         (2, "bonus_off", "temperature", 0.01, 0.0)]
     assert marks[0]["message"] == ("collapse recovery: 4 of 4 groups at step 1 without signal, policy not exploring; "
                                    "sampling temperature of the next groups 1 -> 1.25 (raise 1); entropy bonus 0.01 "
-                                   "in the loss from now to the end of the run")
-    assert marks[2]["message"] == ("collapse recovery: the policy's entropy at step 1, 1.5 a token, is above 1.2 (1 "
-                                   "times its mean over the run's first steps, 1.2): the entropy bonus is off until it "
-                                   "is back under")
+                                   "in the loss from now on")
+    assert marks[2]["message"] == ("collapse recovery: the policy's entropy at step 1, 1.5 a token, is above 1.2 "
+                                   "(entropy_ceiling 1 times 1.2, the mean over the run's first 3 steps that trained): "
+                                   "the entropy bonus is off until the entropy is back under it")
 
 
 @pytest.mark.parametrize(("action", "says"), [("give_up", "gave up"), ("hold", "stays at 1.5 and the raises start")])

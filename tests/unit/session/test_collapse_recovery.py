@@ -76,7 +76,7 @@ def test_the_first_intervention_puts_an_entropy_bonus_in_the_loss_for_the_rest_o
     assert [m.get("collapse/entropy_coef", 0.0) for m in stored] == [0.0] * 4 + [0.01] * 10
     first = seen[4][0]
     assert (first.action, first.entropy_coef) == ("raise", 0.01)
-    assert first.line().endswith("(raise 1); entropy bonus 0.01 in the loss from now to the end of the run")
+    assert first.line().endswith("(raise 1); entropy bonus 0.01 in the loss from now on")
     assert Intervention.from_metrics(5, stored[4], {"collapse/temperature": 1.0}) == first
     later = [i for i, _ in seen[5:] if i]
     assert [i.action for i in later][-1] == "give_up" and not any(i.entropy_coef for i in later)
@@ -120,8 +120,9 @@ def test_the_bonus_is_off_while_the_entropy_is_above_the_runs_start_and_on_again
     assert recovery.entropy_start == pytest.approx(1.1) and recovery.entropy_limit == pytest.approx(1.1)
     lines = [(step, line) for step, (_, line) in enumerate(seen, 1) if line]
     assert [step for step, _ in lines] == [7, 9, 10, 11]
-    assert lines[0][1] == ("collapse recovery: the policy's entropy at step 6, 1.3 a token, is above 1.1 (1 times its "
-                           "mean over the run's first steps, 1.1): the entropy bonus is off until it is back under")
+    assert lines[0][1] == ("collapse recovery: the policy's entropy at step 6, 1.3 a token, is above 1.1 "
+                           "(entropy_ceiling 1 times 1.1, the mean over the run's first 3 steps that trained): the "
+                           "entropy bonus is off until the entropy is back under it")
     assert lines[1][1] == ("collapse recovery: the policy's entropy at step 8, 1 a token, is back under 1.1: the "
                            "entropy bonus 0.01 is on again")
     assert [m.get("collapse/entropy_held") for m in stored] == [None] * 4 + [0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0]
@@ -131,9 +132,19 @@ def test_the_bonus_is_off_while_the_entropy_is_above_the_runs_start_and_on_again
     assert (stored[6]["collapse/entropy_off"], stored[6]["collapse/entropy_read_step"]) == (1.0, 6.0)
     for at in range(1, len(steps)):
         resumed, watch = CollapseRecovery(cfg, 1.0), ExplorationWatch(steps=3)
+        resumed.note_entropy(at, entropies[at - 1] + 5, 100.0)  # a step a crash kept from the store, stored again first
         watch.resume(stored[:at], (0.0, 1.0))
         resumed.resume(at, stored[:at], watch)
         assert steer(resumed, watch, steps[at:], entropies[at:], first=at + 1) == seen[at:]
+
+
+def test_a_resume_without_the_ceiling_puts_a_held_bonus_back():
+    held = {"step": 5, "groups_sampled": 2, "groups_skipped": 0, "reward": 0.5, "collapse/temperature": 1.0,
+            "collapse/attempt": 0.0, "collapse/entropy_coef": 0.01, "collapse/entropy_held": 1.0}
+    for ceiling, coef in ((1.0, 0.0), (None, 0.01)):
+        resumed = CollapseRecovery(RecoveryConfig(method="temperature", entropy_ceiling=ceiling), 1.0)
+        resumed.resume(5, [held], ExplorationWatch())
+        assert resumed.entropy_coef == coef
 
 
 def test_without_a_ceiling_the_bonus_stays_on_whatever_the_entropy():

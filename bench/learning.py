@@ -66,7 +66,10 @@ import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # looprl is imported where it is used (the module's start-up is timed)
+    from looprl.config import CollapseRecovery
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = {name: ROOT / "examples" / name for name in ("demo", "two_digit", "large_number", "one_word")}
@@ -398,6 +401,15 @@ def trl_worker(args: argparse.Namespace) -> None:
 # --- how the two runs differ -------------------------------------------------------------------
 
 
+def recovery_bonus(collapse: CollapseRecovery) -> str:
+    """Collapse recovery's entropy bonus, for the settings table ("": none)."""
+    if collapse.method == "off" or not collapse.entropy_coef:
+        return ""
+    ceiling = "" if collapse.entropy_ceiling is None else \
+        f" (off above {collapse.entropy_ceiling:g}x the first steps' entropy)"
+    return f", {collapse.entropy_coef} from the first intervention{ceiling}"
+
+
 def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     """(setting, looprl, TRL) for every setting of the comparison, from looprl's resolved config and TRL's."""
     import torch
@@ -436,14 +448,7 @@ def settings(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         ("Adam betas", str(tuple(t.optim.betas)), str((trl.adam_beta1, trl.adam_beta2))),
         ("Adam epsilon", f"{t.optim.eps:g}", f"{trl.adam_epsilon:g}"),
         ("KL coefficient", str(t.loss.kl_coef), str(trl.beta)),
-        (
-            "entropy bonus coefficient",
-            f"{t.loss.entropy_coef}" + (f", {o.collapse.entropy_coef} from the first intervention" + (
-                f" (off above {o.collapse.entropy_ceiling:g}x the first steps' entropy)"
-                if o.collapse.entropy_ceiling is not None else "")
-                if o.collapse.method != "off" and o.collapse.entropy_coef else ""),
-            "0.0",
-        ),
+        ("entropy bonus coefficient", f"{t.loss.entropy_coef}{recovery_bonus(o.collapse)}", "0.0"),
         ("collapse recovery", f"{o.collapse.method}{escalating} (looprl-recovery: temperature alone, "
                               "looprl-rollback: rollback)", "none"),
         (

@@ -29,7 +29,7 @@ from looprl.inspector.api_types import (
 )
 from looprl.inspector.catalog import RunCatalog, RunRef
 from looprl.session.collapse import ExplorationWatch
-from looprl.session.collapse_recovery import SETTING_METRIC, BonusSwitch, Intervention
+from looprl.session.collapse_recovery import SETTING_METRIC, BonusSwitch, Intervention, stored_method
 from looprl.store.ledger import coverage
 from looprl.store.reader import SORT_COLUMNS, RolloutFilter, RunStoreReader
 from looprl.store.records import RolloutRecord, RunInfo
@@ -151,11 +151,11 @@ def collapse_interventions(steps: list[StepMetrics]) -> list[CollapseInterventio
                                             message=found.line(), value_from=found.value_from,
                                             value_to=found.value_to, entropy_coef=found.entropy_coef,
                                             progress=found.progress, plateau=found.plateau))
-        if switch := BonusSwitch.from_metrics(s.step, s.metrics):
+        if (switch := BonusSwitch.from_metrics(s.step, s.metrics)) and (method := stored_method(s.metrics)):
             coef = switch.coef
             out.append(CollapseIntervention(step=s.step, action="bonus_off" if switch.held else "bonus_on",
-                                            method="rollback" if "collapse/lr_scale" in s.metrics else "temperature",
-                                            message=switch.line(), value_from=coef if switch.held else 0.0,
+                                            method=method, message=switch.line(),
+                                            value_from=coef if switch.held else 0.0,
                                             value_to=0.0 if switch.held else coef))
         previous.update((k, s.metrics[k]) for k in SETTING_METRIC.values() if k in s.metrics)
     return out

@@ -113,6 +113,12 @@ SETTING_METRIC: dict[Method, str] = {"rollback": "collapse/lr_scale", "temperatu
 """The metric holding each method's setting after every step: the learning-rate factor, the temperature."""
 
 
+def stored_method(metrics: Mapping[str, float]) -> Method | None:
+    """The method whose setting a stored step's metrics hold (`SETTING_METRIC`; a temperature recovery that escalated
+    holds both, and is a rollback from then on); None: the recovery was off."""
+    return next((m for m, key in SETTING_METRIC.items() if key in metrics), None)
+
+
 @dataclass(frozen=True)
 class Intervention:
     """What the recovery did after `step` (whose `stuck` of `sampled` groups had no signal), and why."""
@@ -255,7 +261,7 @@ class Intervention:
         `collapse/entropy_on` and `collapse/entropy_coef`); `previous`: the settings the steps before left, by
         metric (`SETTING_METRIC`; a learning-rate factor not there yet is 1, a temperature this step's)."""
         action = next((a for a in ACTIONS if metrics.get(f"collapse/{a}")), None)
-        method = next((m for m, key in SETTING_METRIC.items() if key in metrics), None)
+        method = stored_method(metrics)
         if action is None or method is None:
             return None
         to = metrics[SETTING_METRIC[method]]
@@ -367,9 +373,8 @@ class CollapseRecovery:
                 if not self.gave_up:
                     self.recent.append(watch.stuck(sampled, stuck))
                 self.note_reward(metrics.get("reward", math.nan))
-            if "step" in metrics:
-                self.note_entropy(int(metrics["step"]), metrics.get("train/entropy", math.nan),
-                                  metrics.get("train/loss_tokens", 0.0))
+            self.note_entropy(int(metrics["step"]), metrics.get("train/entropy", math.nan),
+                              metrics.get("train/loss_tokens", 0.0))
             if metrics.get("collapse/rollback") or metrics.get("collapse/hold"):
                 self.recent.clear()
             if metrics.get("collapse/give_up"):

@@ -325,6 +325,61 @@ def test_rl_collapse_recovery_says_when_the_reward_rose_after_it_gave_up(tmp_pat
     assert marks["interventions"][2]["plateau"] and line in marks["interventions"][2]["message"]
 
 
+def test_rl_mask_truncated_leaves_replies_cut_off_out_of_the_loss(tmp_path):
+    """`orchestrator.mask_truncated` through `looprl rl`: 4-token replies that stop early at a few letters (`stop`),
+    the rest cut off at `max_tokens`. Every reply cut off is stored without an advantage and counted in
+    `rollouts_masked`, the trainer's loss tokens are exactly the completion tokens of the rollouts stored with one,
+    and the inspector's token view says why a cut-off reply did not train."""
+    from fastapi.testclient import TestClient
+
+    from looprl.inspector.app import create_app
+
+    run = tmp_path / "run"
+    path = write_rl_config(tmp_path / "rl.toml", model=build_tiny_model(tmp_path / "tiny"),
+                           data=write_data(tmp_path / "data"), run=run, max_steps=3, overrides={
+                               "orchestrator": {"mask_truncated": True, "eval": {"num_examples": 0},
+                                                "sampling": {"max_tokens": 4, "stop": list("eoatwh")}}})
+    looprl("rl", "@", str(path))
+    rows = metric_rows(run)
+    with closing(sqlite3.connect(run / "looprl.db")) as db:
+        rollouts = list(db.execute("SELECT rollout_id, step, termination_reason, advantage, completion_tokens, "
+                                   "group_id FROM rollouts WHERE split='train'"))
+    cut = [r for r in rollouts if r[2] == "output_exceeded"]
+    trained = [r for r in rollouts if r[3] is not None]
+    assert cut and trained and all(r[3] is None for r in cut) and all(r[2] == "finished" for r in trained)
+    signal = {r[5] for r in trained}  # a group with a trained reply had signal, so its cut-off replies were masked
+    assert sum(r["rollouts_masked"] for r in rows) >= sum(r[5] in signal for r in cut) > 0
+    for row in rows:
+        assert row["train/loss_tokens"] == sum(r[4] for r in trained if r[1] == row["step"])
+    view = TestClient(create_app([run]), base_url="http://127.0.0.1:8765").get(
+        f"/api/runs/run/rollouts/{cut[0][0]}/tokens").json()
+    assert not view["trained"] and "orchestrator.mask_truncated leaves it out of the loss" in view["why"]
+
+
+def test_rl_run_twice_with_one_seed_samples_the_same_replies(tmp_path):
+    """`seed` through `looprl rl`: two runs of one config draw the same sampling seeds for the same rollouts (the
+    example order's draw and the sibling's place, not the rollouts' random ids), so on the CPU they sample the same
+    replies at every step, train alike and store the same rewards and evals (`bench/same_seed.py` says so); a third run
+    with another seed does not."""
+    def replies(run: Path) -> list[tuple]:
+        with closing(sqlite3.connect(run / "looprl.db")) as db:
+            return sorted(db.execute("SELECT r.split, r.step, r.example_id, c.completion_token_ids, r.reward "
+                                     "FROM rollouts r JOIN model_calls c USING (rollout_id)"))
+
+    runs = []
+    for name, seed in (("a", 3), ("b", 3), ("c", 4)):
+        run = tmp_path / name
+        path = write_rl_config(tmp_path / f"{name}.toml", model=build_tiny_model(tmp_path / "tiny"),
+                               data=write_data(tmp_path / "data"), run=run, max_steps=3,
+                               overrides={"seed": seed, "orchestrator": {"eval": {"interval": 2, "num_examples": 2}}})
+        looprl("rl", "@", str(path))
+        runs.append(replies(run))
+    assert len(runs[0]) == 3 * 8 + 2 * 2 and runs[0] == runs[1] and runs[0] != runs[2]
+    compared = subprocess.run([sys.executable, "bench/same_seed.py", str(tmp_path / "a"), str(tmp_path / "b")],
+                              cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert [line.split()[3] for line in compared[1:]] == ["100%"] * 3
+
+
 def test_rl_solved_reward_counts_groups_at_it_as_solved(tmp_path):
     """`[orchestrator.collapse] solved_reward` through `looprl rl`: every reply gets 0.5 (`LevelEnv`, every level
     0.5), so no group ever has signal. Without it that is a run that cannot learn (the test above); at 0.5 or

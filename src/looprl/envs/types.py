@@ -24,6 +24,9 @@ SCORED_REASONS = frozenset(
 )
 """Termination reasons whose transcript is scored. Every other reason is an operational failure."""
 
+TRUNCATED_REASONS = frozenset({"output_exceeded", "context_exceeded"})
+"""Scored, but a length limit cut the reply off: `orchestrator.mask_truncated` leaves these out of the loss."""
+
 FAILURE_REASONS = frozenset(
     {"model_error", "tool_error", "reward_error", "group_reward_error", "env_error", "timeout", "env_worker_died"}
 )

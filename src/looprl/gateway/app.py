@@ -118,6 +118,8 @@ class Session:
     context_budget: int | None = None
     sampling: SamplingParams | None = None
     """This rollout's sampling, when the orchestrator set one for it (collapse recovery); else the gateway's."""
+    seed_key: str | None = None
+    """What the seeds of its calls derive from, with the run's `sampling.seed` (None: its rollout id)."""
     calls: list[ModelCall] = field(default_factory=list)
     context_tokens: int = 0
     """Prompt + completion tokens of the latest successful call."""
@@ -160,11 +162,12 @@ class Gateway:
     # sessions --------------------------------------------------------------------------------
 
     def open_session(self, rollout_id: str, context_budget: int | None = None,
-                     sampling: SamplingParams | None = None) -> None:
+                     sampling: SamplingParams | None = None, seed_key: str | None = None) -> None:
         """`sampling`: this rollout's, instead of the gateway's (set when its group starts, so a change
-        reaches only groups started after it)."""
+        reaches only groups started after it); `seed_key`: what its calls' seeds derive from, the same in
+        every run of a config for the same rollout (None: its id, which is new each run)."""
         self._sessions[rollout_id] = Session(rollout_id, next(self._next_upstream),
-                                             context_budget or self.context_budget, sampling)
+                                             context_budget or self.context_budget, sampling, seed_key)
 
     def close_session(self, rollout_id: str) -> list[ModelCall]:
         """End a rollout's session and return (a copy of) its recorded calls (empty if it never called);
@@ -222,7 +225,7 @@ class Gateway:
                                        error="context_budget_exceeded"))
             return error_response(400, f"rollout context reached its budget of {budget} tokens "
                                        f"({session.context_tokens} used)", "context_budget_exceeded")
-        payload = apply_sampling(body, session.sampling or self.sampling, session.rollout_id, idx)
+        payload = apply_sampling(body, session.sampling or self.sampling, session.seed_key or session.rollout_id, idx)
         payload["model"] = self.model
         if budget is not None:  # the prompt holds at least the previous context
             room = budget - session.context_tokens

@@ -5,8 +5,10 @@ the run override the request's; the completion limit is the smallest of the requ
 `max_completion_tokens` (the newer OpenAI name, which vLLM prefers when both are given) and the run's
 `max_tokens`, sent upstream as `max_tokens` alone, so no field of the request can lift it (nor the
 gateway's context budget, applied on top); `stop` is the union. A run
-`seed` becomes a distinct per-call seed (derived from the rollout id and call index), so sibling
-rollouts stay diverse while the whole run stays reproducible. A request's `stream` and
+`seed` becomes a distinct per-call seed, derived from the rollout's seed key and the call's index: the key
+names what the rollout is in the run (a training draw's epoch and position, and its place among its
+siblings), not its random id, so sibling rollouts stay diverse while the same seed draws the same
+numbers for the same rollout in another run of the same config. A request's `stream` and
 `stream_options` are not sent on: the upstream answers whole, and the gateway streams that answer itself.
 """
 
@@ -18,8 +20,9 @@ from typing import Any
 from looprl.config import SamplingParams
 
 
-def call_seed(seed: int, rollout_id: str, idx: int) -> int:
-    digest = hashlib.sha256(f"{seed}:{rollout_id}:{idx}".encode()).digest()
+def call_seed(seed: int, key: str, idx: int) -> int:
+    """The seed of call `idx` of the rollout whose seed key is `key`."""
+    digest = hashlib.sha256(f"{seed}:{key}:{idx}".encode()).digest()
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
@@ -31,8 +34,9 @@ def completion_limit(body: dict[str, Any], run_max_tokens: int | None) -> int | 
     return min(limits) if limits else None
 
 
-def apply_sampling(body: dict[str, Any], params: SamplingParams, rollout_id: str, idx: int) -> dict[str, Any]:
-    """The request body to send upstream: the run's sampling plus vLLM's token-id and logprob fields."""
+def apply_sampling(body: dict[str, Any], params: SamplingParams, seed_key: str, idx: int) -> dict[str, Any]:
+    """The request body to send upstream: the run's sampling plus vLLM's token-id and logprob fields;
+    `seed_key`: what call `idx`'s seed derives from (`Gateway.open_session`)."""
     out = dict(body)
     if params.temperature is not None:
         out["temperature"] = params.temperature
@@ -44,7 +48,7 @@ def apply_sampling(body: dict[str, Any], params: SamplingParams, rollout_id: str
     if limit is not None:
         out["max_tokens"] = limit
     if params.seed is not None:
-        out["seed"] = call_seed(params.seed, rollout_id, idx)
+        out["seed"] = call_seed(params.seed, seed_key, idx)
     if params.stop:
         stop = out.get("stop") or []
         stop = [stop] if isinstance(stop, str) else list(stop)

@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 
 from looprl.config import LossConfig, MisCorrection, OrchestratorConfig, TisCorrection
+from looprl.envs.types import TRUNCATED_REASONS
 from looprl.inspector import queries
 from looprl.inspector.analysis_types import (
     BaselineMember,
@@ -84,7 +85,7 @@ def tokens(rollout_id: str, ref: RunRef = Depends(run_ref), dec: TokenDecoder = 
         kind, model, config = queries.run_config(conn, ref.run_id)
         calls = queries.model_call_tokens(conn, rollout_id)
     correction = run_correction(config)
-    trained, why = trained_why(kind, row)
+    trained, why = trained_why(kind, row, bool(config.get("orchestrator", {}).get("mask_truncated")))
     source, texts = dec.decode(model, [c["token_ids"] or [] for c in calls])
     out = []
     for k, c in enumerate(calls):
@@ -113,16 +114,21 @@ def correction_weights(correction: TisCorrection | MisCorrection | None, trainer
     return correction.weights([t - s for t, s in zip(trainer, sampler)])
 
 
-def trained_why(kind: str, row: dict[str, Any]) -> tuple[bool, str]:
-    """Whether the rollout's completions entered the loss, and why (not)."""
+def trained_why(kind: str, row: dict[str, Any], masks_truncated: bool = False) -> tuple[bool, str]:
+    """Whether the rollout's completions entered the loss, and why (not); `masks_truncated`: the run's
+    `orchestrator.mask_truncated`."""
     if kind != "rl":
         return False, "an eval run: nothing trains"
     if row["split"] != "train":
         return False, "an eval rollout: scored, never trained"
     if row["advantage"] is None:
-        return False, ("not scored (an operational failure) and failures are not counted" if row["reward"] is None
-                       else ("no advantage: its group had no signal (all rewards equal), came too far off-policy, or "
-                        "collapse recovery rolled the weights back at its step"))
+        if row["reward"] is None:
+            return False, "not scored (an operational failure) and failures are not counted"
+        if masks_truncated and row["termination_reason"] in TRUNCATED_REASONS:
+            return False, (f"cut off by a length limit ({row['termination_reason']}): orchestrator.mask_truncated "
+                           "leaves it out of the loss, its reward still in the group's baseline")
+        return False, ("no advantage: its group had no signal (all rewards equal), came too far off-policy, or "
+                       "collapse recovery rolled the weights back at its step")
     return True, f"trained with advantage {row['advantage']:.4g} (calls with token ids and logprobs)"
 
 

@@ -46,12 +46,13 @@ from pathlib import Path
 from typing import Any
 
 from looprl.config import RLConfig, SamplingParams
+from looprl.envs.types import TRUNCATED_REASONS
 from looprl.gateway.app import Gateway
 from looprl.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
 from looprl.handoff.files import POLL_S, write_atomic
 from looprl.orchestrator.example_order import ExampleOrder
 from looprl.orchestrator.failure_streak import FailureStreak
-from looprl.orchestrator.inflight import GroupPool
+from looprl.orchestrator.inflight import GroupPool, Landed
 from looprl.orchestrator.ledger import PromptLedger, outcome, resume_order, stale_why
 from looprl.orchestrator.packing import pack
 from looprl.orchestrator.step_metrics import first_request, lag_metrics, rollout_metrics, summary_line
@@ -97,6 +98,11 @@ class Orchestrator:
         """Warns when most groups carried no signal for several steps in a row (`session.collapse`)."""
         self.failures = FailureStreak(cfg.orchestrator.max_consecutive_failures)
         self.ledger: PromptLedger | None = None
+        self.warned_all_masked = False
+        """Whether a step has trained nothing for `orchestrator.mask_truncated` yet (said once a run)."""
+        self.draws: dict[str, tuple[int, int]] = {}
+        """Each group in flight's draw, `(epoch, position)` by group id: a step hands the trainer its groups in
+        draw order, not the order they finished in, so two runs of one seed train on the same batch."""
         recovery = cfg.orchestrator.recovery
         if note := cfg.orchestrator.recovery_note:
             get_logger().warning(note)
@@ -170,8 +176,9 @@ class Orchestrator:
         """Draw the next example (recorded in the prompt ledger) and roll out its group."""
         assert self.ledger is not None
         draw, group_id = await self.ledger.draw()
+        self.draws[group_id] = (draw.epoch, draw.position)
         return await self.session.roll_out(draw.example, "train", self.cfg.orchestrator.group_size, group_id=group_id,
-                                            sampling=self.sampling)
+                                            sampling=self.sampling, seed_key=f"train/{draw.epoch}/{draw.position}")
 
     async def step(self, step: int, order: ExampleOrder, pool: GroupPool[Group]) -> None:
         cfg, ocfg = self.cfg, self.cfg.orchestrator
@@ -188,7 +195,9 @@ class Orchestrator:
                                     keep=self.has_signal if dynamic else None,
                                     max_extra=dynamic.max_extra_groups if dynamic else 0)
         metrics["gen_time_s"] = time.perf_counter() - gen_start
-        sampled = landed.fresh + landed.filtered
+        sampled = self.in_draw_order(landed.fresh) + self.in_draw_order(landed.filtered)
+        for g in sampled + landed.stale:
+            self.draws.pop(g.group[0][0].group_id, None)
         groups = [g.group for g in sampled]
         metrics.update(lag_metrics(step, [(g.policy_version, first_request(g.group)) for g in sampled],
                                    self.weights.published_at, self.weights.loaded_at))
@@ -209,10 +218,13 @@ class Orchestrator:
             pool.floor = step
 
         # 3. training samples from the recorded calls, packed into micro-batches for the trainer
-        samples, records, breaks, outcomes = [], [], 0, []
+        samples, records, breaks, outcomes, masked = [], [], 0, [], 0
         for i, (landed_group, group, adv) in enumerate(zip(sampled, groups, advantages)):
             trained = False
             for (result, calls), reward, advantage in zip(group, adv.rewards, adv.advantages):
+                if ocfg.mask_truncated and advantage is not None and result.termination_reason in TRUNCATED_REASONS:
+                    advantage = None  # cut off by a length limit: out of the loss, its reward still in the baseline
+                    masked += not (adv.skipped or rolled_back)
                 if advantage is not None and not adv.skipped and not rolled_back:
                     built = build_samples(result.rollout_id, calls, advantage, landed_group.started_version)
                     samples += built
@@ -223,7 +235,7 @@ class Orchestrator:
                 records.append(self.session.record(result, calls, step, reward,
                                                    None if adv.skipped or rolled_back else advantage))
             what, why = outcome(adv, [r for r, _ in group], trained, filtered=i >= len(landed.fresh),
-                                rolled_back=rolled_back)
+                                rolled_back=rolled_back, masks_truncated=ocfg.mask_truncated)
             outcomes.append((group[0][0].group_id, what, why))
         mark_zero_filled(records)  # the batch; dropped groups are in none
         micro_batches = pack(samples, ocfg.token_budget)
@@ -241,6 +253,15 @@ class Orchestrator:
         metrics.update(rollout_metrics(records, ocfg.reward_weights))
         metrics["samples"], metrics["micro_batches"] = float(len(samples)), float(len(micro_batches))
         metrics["sample_breaks"] = float(breaks)
+        if ocfg.mask_truncated:
+            metrics["rollouts_masked"] = float(masked)
+            if masked and not samples and not self.warned_all_masked:
+                self.warned_all_masked = True
+                get_logger().warning(
+                    f"step {step} trained nothing: its {masked} replies with a learning signal were all cut off at "
+                    f"orchestrator.sampling.max_tokens ({ocfg.sampling.max_tokens}), and orchestrator.mask_truncated "
+                    "leaves such replies out of the loss; raise max_tokens or set mask_truncated = false "
+                    "(said once a run)")
         metrics["step_time_s"] = time.perf_counter() - started
         self.pending[step] = metrics
         # Rollouts and metrics are on disk before the trainer can start the step, so a checkpoint of
@@ -251,6 +272,10 @@ class Orchestrator:
                                rollback=rolled_back,
                                entropy_coef=self.recovery.entropy_coef if self.recovery else 0.0,
                                progress={"sampler": order.state()}))
+
+    def in_draw_order(self, groups: list[Landed[Group]]) -> list[Landed[Group]]:
+        """`groups` in the order their examples were drawn (those of unknown draw last, as they came)."""
+        return sorted(groups, key=lambda g: self.draws.get(g.group[0][0].group_id, (math.inf, math.inf)))
 
     def watch(self, step: int, groups: list[Group],
               advantages: list[GroupAdvantages]) -> tuple[dict[str, float], bool]:
@@ -306,7 +331,8 @@ class Orchestrator:
             return {}
         await self.weights.sync()
         examples = await session.dataset(cfg.env.eval_split, ecfg.num_examples)
-        groups = await asyncio.gather(*(session.roll_out(e, "eval", ecfg.rollouts_per_example) for e in examples))
+        groups = await asyncio.gather(*(session.roll_out(e, "eval", ecfg.rollouts_per_example,
+                                                         seed_key=f"eval/{step}/{e.id}") for e in examples))
         records = [session.record(r, calls, step, session.score(r)) for group in groups for r, calls in group]
         mark_zero_filled(records)
         await session.write(records)

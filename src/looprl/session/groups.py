@@ -28,16 +28,21 @@ def new_id() -> str:
 async def rollout_group(host: EnvHost, gateway: Gateway, base_url_template: str, example: Example,
                         split: DatasetSplit, group_size: int, model: str,
                         timeout_s: float | None = None, group_id: str | None = None,
-                        sampling: SamplingParams | None = None) -> list[tuple[RolloutResult, list[ModelCall]]]:
+                        sampling: SamplingParams | None = None,
+                        seed_key: str | None = None) -> list[tuple[RolloutResult, list[ModelCall]]]:
     """`group_id`: the group's id when the caller chose it (the prompt ledger's key), else a new one;
-    `sampling`: the group's own (None: the gateway's)."""
+    `sampling`: the group's own (None: the gateway's); `seed_key`: what the group is in the run, the same in
+    every run of its config: sibling i's sampling seeds derive from `{seed_key}/{i}` (None: from each
+    rollout's new id, so no two runs draw alike)."""
     request = GroupRequest(group_id=group_id or new_id(), example=example, split=split,
                            rollout_ids=[new_id() for _ in range(group_size)], model=model,
                            base_url_template=base_url_template, timeout_s=timeout_s)
-    for rid in request.rollout_ids:
-        gateway.open_session(rid, sampling=sampling)
+    for i, rid in enumerate(request.rollout_ids):
+        gateway.open_session(rid, sampling=sampling, seed_key=None if seed_key is None else f"{seed_key}/{i}")
     try:
         results = await host.submit_group(request)
     finally:
         calls = {rid: gateway.close_session(rid) for rid in request.rollout_ids}
+    place = {rid: i for i, rid in enumerate(request.rollout_ids)}  # the siblings' order, not the order they ended in
+    results = sorted(results, key=lambda r: place.get(r.rollout_id, len(place)))
     return [(r, calls.get(r.rollout_id, [])) for r in results]

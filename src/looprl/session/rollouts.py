@@ -86,12 +86,13 @@ class RolloutSession:
         return list(dataset)[:max_examples]
 
     async def roll_out(self, example: Example, split: DatasetSplit, size: int, group_id: str | None = None,
-                       sampling: SamplingParams | None = None) -> Group:
+                       sampling: SamplingParams | None = None, seed_key: str | None = None) -> Group:
         """`size` sibling rollouts of `example`, each with its recorded model calls; `group_id`: the group's id
         when the caller chose it; `sampling`: the group's own instead of the run's (collapse recovery's raised
-        temperature)."""
+        temperature); `seed_key`: what the group is in the run, so a run of the same config and seed draws the
+        same sampling seeds for it (`rollout_group`)."""
         return await rollout_group(self.host, self.gateway, self._url_template, example, split, size,
-                                   self.gateway.model, self.timeout_s, group_id, sampling)
+                                   self.gateway.model, self.timeout_s, group_id, sampling, seed_key)
 
     def score(self, result: RolloutResult) -> float | None:
         """The rollout's total reward with the run's `reward_weights`; None for a failed rollout."""

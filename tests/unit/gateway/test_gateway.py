@@ -48,6 +48,22 @@ async def test_calls_are_recorded_under_their_rollout(vllm_fields):
         assert call.completion_token_ids is None and call.completion_logprobs is None and call.prompt_token_ids is None
 
 
+async def test_a_rollouts_seeds_follow_its_seed_key_not_its_id():
+    """With a run seed, the seeds a rollout's calls get derive from the seed key its session opened with (what
+    the rollout is in the run), so another run's rollout of the same key draws alike; without a key, its id."""
+    with ScriptedServer(lambda b: Reply("x")) as server:
+        gw = Gateway(server.base_url, "m", SamplingParams(seed=7))
+        async with gw.serve() as url:
+            gw.open_session("first-run-id", seed_key="train/0/3/1")
+            gw.open_session("other-run-id", seed_key="train/0/3/1")
+            gw.open_session("no-key")
+            for rollout in ("first-run-id", "first-run-id", "other-run-id", "no-key"):
+                await post(url, rollout, {"messages": MESSAGES})
+    seeds = [r["seed"] for r in server.requests]
+    assert seeds == [call_seed(7, "train/0/3/1", 0), call_seed(7, "train/0/3/1", 1), call_seed(7, "train/0/3/1", 0),
+                     call_seed(7, "no-key", 0)]
+
+
 async def test_unknown_session_and_n_are_refused():
     with ScriptedServer(lambda b: Reply("x")) as server:
         gw = Gateway(server.base_url, "m")

@@ -2,6 +2,7 @@
 (trained, skipped, filtered, stale, failed), the failure policies, and where a resume goes on from."""
 
 import asyncio
+import io
 
 import pytest
 from tests.unit.orchestrator.test_zero_filled import FakePool, FakeSampler, result, step_only
@@ -13,6 +14,7 @@ from looprl.orchestrator.ledger import PromptLedger, resume_order
 from looprl.store.ledger import LedgerEntry
 from looprl.store.reader import RunStoreReader
 from looprl.store.records import ModelCall
+from looprl.utils.logger import reset_logger, setup_logger
 
 EXAMPLES = [Example(id=f"e{i}", payload={"prompt_messages": [{"role": "user", "content": "hi"}]}) for i in range(4)]
 
@@ -99,6 +101,41 @@ def test_a_group_whose_rollouts_all_failed_is_failed_not_skipped(tmp_path):
                                                       [])))
     orch.session.writer.close()
     assert _ledger_rows(tmp_path)[g1].outcome == "failed"
+
+
+def test_mask_truncated_trains_the_finished_replies_and_says_when_every_reply_was_cut_off(tmp_path):
+    """`orchestrator.mask_truncated`: a reply cut off at `max_tokens` is stored without an advantage while its reward
+    stays in the baseline; a group whose replies were all cut off trains nothing, and its ledger row says why."""
+    orch = step_only(tmp_path, mask_truncated=True)
+    g1, g2 = _draw_groups(orch, 2)
+
+    def cut(rid: str, reward: float, group: str):
+        r, calls = rollout(rid, {"c": reward}, group)
+        return r.model_copy(update={"termination_reason": "output_exceeded"}), calls
+
+    fresh = [[rollout("a", {"c": 1.0}, g1), cut("b", 0.0, g1), rollout("c", {"c": 0.0}, g1)],
+             [cut("d", 1.0, g2), cut("e", 0.0, g2)]]
+    sink = io.StringIO()
+    setup_logger("info", sink=sink)
+    try:
+        asyncio.run(orch.step(1, FakeSampler(), FakePool(fresh, [])))
+        for step in (2, 3):  # every reply cut off: nothing trains, said once
+            g3 = _draw_groups(orch, 1)[0]
+            asyncio.run(orch.step(step, FakeSampler(), FakePool([[cut(f"f{step}", 1.0, g3), cut(f"g{step}", 0.0, g3)]],
+                                                                [])))
+    finally:
+        reset_logger()
+    asyncio.run(orch.ledger.cancel("the run ended"))
+    orch.session.writer.close()
+    [line] = [line for line in sink.getvalue().splitlines() if "trained nothing" in line]
+    assert "WARNING" in line and "step 2 trained nothing: its 2 replies with a learning signal" in line
+    rows = _ledger_rows(tmp_path)
+    advantages = {r.rollout_id: r.advantage for r in RunStoreReader(tmp_path).list_rollouts("run")[0]}
+    assert advantages["a"] > 0 > advantages["c"] and advantages["a"] > -advantages["c"]  # b's 0 is in the mean
+    assert {r: advantages[r] for r in "bde"} == dict.fromkeys("bde")
+    assert rows[g1].outcome == "trained" and orch.pending[1]["rollouts_masked"] == 3
+    assert (rows[g2].outcome, rows[g2].reason) == (
+        "skipped", "every reply was cut off by a length limit (orchestrator.mask_truncated)")
 
 
 def test_include_failed_and_dropping_failed_groups_contradict():

@@ -82,7 +82,7 @@ def step_only(tmp_path: Path, **orchestrator) -> Orchestrator:
     orch.cfg = RLConfig(env={"source": "x.py:E"}, max_steps=2,
                         orchestrator={"batch_size": 4, "group_size": 2, "max_off_policy_steps": 1,
                                       "eval": {"interval": 0}, **orchestrator})
-    orch.run_dir, orch.pending, orch.loss_calls = tmp_path, {}, {}
+    orch.run_dir, orch.pending, orch.loss_calls, orch.draws, orch.warned_all_masked = tmp_path, {}, {}, {}, False
     orch.unused_weights = UnusedWeights({})
     orch.session = RolloutSession.__new__(RolloutSession)  # records and writes only
     orch.session.run_id, orch.session.env_name, orch.session.reward_weights = "run", "toy", {}

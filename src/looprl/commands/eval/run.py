@@ -104,7 +104,8 @@ async def run_eval(cfg: EvalRunConfig, on_group: Callable[[list[RolloutRecord]],
             async def one_group(example: Example) -> None:
                 await slots.acquire(cfg.rollouts_per_example)
                 try:
-                    group = await session.roll_out(example, cfg.split, cfg.rollouts_per_example)
+                    group = await session.roll_out(example, cfg.split, cfg.rollouts_per_example,
+                                                   seed_key=f"{cfg.split}/{example.id}")
                 finally:
                     await slots.release(cfg.rollouts_per_example)
                 done = [session.record(r, calls, step=0, reward=session.score(r)) for r, calls in group]

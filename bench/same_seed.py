@@ -4,7 +4,8 @@
 (docs/training.md#seeds), so two runs start alike; the engine's batches, formed by the clock, move the logits in
 their last bits and the runs drift apart. This prints, per step both runs stored, each run's mean train reward,
 the share of training replies the two sampled alike (the same example and the same completion tokens, counted as
-a multiset) and whether the trainer's report (loss and grad norm) is the same to the bit:
+a multiset) and whether the trainer's report (loss and grad norm) is the same to the bit ("nothing trained": no
+group of the step had signal in either run):
 
     .venv/bin/python bench/same_seed.py RUN_A RUN_B
 
@@ -33,11 +34,11 @@ def replies(run: Path) -> dict[int, list[tuple[str, str, float | None]]]:
     return out
 
 
-def reports(run: Path) -> dict[int, tuple[float | None, float | None]]:
-    """Each stored step's trainer loss and grad norm."""
+def reports(run: Path) -> dict[int, tuple[float | None, float | None] | None]:
+    """Each stored step's trainer loss and grad norm (None: the step had no samples, nothing trained)."""
     with closing(sqlite3.connect(run / "looprl.db")) as db:
         rows = db.execute("SELECT step, metrics FROM steps").fetchall()
-    return {step: (m.get("train/loss"), m.get("train/grad_norm")) for step, m in
+    return {step: (m.get("train/loss"), m.get("train/grad_norm")) if m.get("samples") else None for step, m in
             ((step, json.loads(metrics)) for step, metrics in rows)}
 
 
@@ -56,9 +57,10 @@ def main() -> None:
     for step in sorted(set(a) & set(b)):
         both = Counter((e, t) for e, t, _ in a[step]) & Counter((e, t) for e, t, _ in b[step])
         alike = sum(both.values()) / max(len(a[step]), len(b[step]))
-        same = trained_a.get(step) == trained_b.get(step)
-        print(f"{step:>4}  {mean_reward(a[step]):>8.2f}  {mean_reward(b[step]):>8.2f}  {alike:>6.0%}  "
-              f"{'same to the bit' if same else 'differs'}")
+        report_a, report_b = trained_a.get(step), trained_b.get(step)
+        said = ("nothing trained" if report_a is None and report_b is None else
+                "same to the bit" if report_a == report_b else "differs")
+        print(f"{step:>4}  {mean_reward(a[step]):>8.2f}  {mean_reward(b[step]):>8.2f}  {alike:>6.0%}  {said}")
 
 
 if __name__ == "__main__":

@@ -352,29 +352,38 @@ def test_rl_mask_truncated_leaves_replies_cut_off_out_of_the_loss(tmp_path):
     for row in rows:
         assert row["train/loss_tokens"] == sum(r[4] for r in trained if r[1] == row["step"])
     view = TestClient(create_app([run]), base_url="http://127.0.0.1:8765").get(
-        f"/api/runs/run/rollouts/{cut[0][0]}/tokens").json()
+        f"/api/runs/run/rollouts/{next(r[0] for r in cut if r[5] in signal)}/tokens").json()
     assert not view["trained"] and "orchestrator.mask_truncated leaves it out of the loss" in view["why"]
 
 
 def test_rl_run_twice_with_one_seed_samples_the_same_replies(tmp_path):
     """`seed` through `looprl rl`: two runs of one config draw the same sampling seeds for the same rollouts (the
     example order's draw and the sibling's place, not the rollouts' random ids), so on the CPU they sample the same
-    replies at every step, train alike and store the same rewards and evals (`bench/same_seed.py` says so); a third run
-    with another seed does not."""
+    replies at every step, train alike and store the same rewards and evals (`bench/same_seed.py` says so); siblings
+    still get replies of their own, and a third run with the same example order but another
+    `orchestrator.sampling.seed` samples other replies."""
     def replies(run: Path) -> list[tuple]:
         with closing(sqlite3.connect(run / "looprl.db")) as db:
             return sorted(db.execute("SELECT r.split, r.step, r.example_id, c.completion_token_ids, r.reward "
                                      "FROM rollouts r JOIN model_calls c USING (rollout_id)"))
 
     runs = []
-    for name, seed in (("a", 3), ("b", 3), ("c", 4)):
+    for name, sampling_seed in (("a", 3), ("b", 3), ("c", 4)):
         run = tmp_path / name
         path = write_rl_config(tmp_path / f"{name}.toml", model=build_tiny_model(tmp_path / "tiny"),
                                data=write_data(tmp_path / "data"), run=run, max_steps=3,
-                               overrides={"seed": seed, "orchestrator": {"eval": {"interval": 2, "num_examples": 2}}})
+                               overrides={"seed": 3, "orchestrator": {"eval": {"interval": 2, "num_examples": 2},
+                                                                      "sampling": {"seed": sampling_seed}}})
         looprl("rl", "@", str(path))
         runs.append(replies(run))
     assert len(runs[0]) == 3 * 8 + 2 * 2 and runs[0] == runs[1] and runs[0] != runs[2]
+    assert [(s, e) for _, s, e, *_ in runs[0]] == [(s, e) for _, s, e, *_ in runs[2]]  # the same draws
+    for step in (1, 2, 3):  # each group of 4 siblings: replies of their own
+        by_example: dict[str, set] = {}
+        for split, s, example, tokens, _ in runs[0]:
+            if split == "train" and s == step:
+                by_example.setdefault(example, set()).add(tokens)
+        assert all(len(replies) > 1 for replies in by_example.values())
     compared = subprocess.run([sys.executable, "bench/same_seed.py", str(tmp_path / "a"), str(tmp_path / "b")],
                               cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
     assert [line.split()[3] for line in compared[1:]] == ["100%"] * 3

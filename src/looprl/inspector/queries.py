@@ -15,14 +15,16 @@ SNIPPET_CONTEXT = 60
 
 
 def rollout_head(conn: sqlite3.Connection, run_id: str, rollout_id: str) -> dict[str, Any] | None:
-    """The few columns the explaining endpoints need of one rollout, or None when the run has no such rollout."""
+    """The few columns the explaining endpoints need of one rollout (with `trained_siblings`: how many of its group
+    were stored with an advantage), or None when the run has no such rollout."""
     row = conn.execute("SELECT rollout_id, split, step, group_id, example_id, reward, advantage, rewards, "
-                       "termination_reason FROM rollouts WHERE rollout_id=? AND run_id=?",
+                       "termination_reason, (SELECT COUNT(*) FROM rollouts s WHERE s.group_id = r.group_id AND "
+                       "s.advantage IS NOT NULL) FROM rollouts r WHERE rollout_id=? AND run_id=?",
                        (rollout_id, run_id)).fetchone()
     if row is None:
         return None
     keys = ("rollout_id", "split", "step", "group_id", "example_id", "reward", "advantage", "rewards",
-            "termination_reason")
+            "termination_reason", "trained_siblings")
     out = dict(zip(keys, row))
     out["rewards"] = json.loads(out["rewards"])
     return out

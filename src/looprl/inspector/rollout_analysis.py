@@ -69,6 +69,8 @@ def baseline(row: dict[str, Any], members: list[tuple[str, str, float | None, fl
     adv = group_advantages(rewards, normalize)
     mean, std = mean_std([r for r in rewards if r is not None])
     mine = next(a for (rid, *_), a in zip(members, adv.advantages) if rid == row["rollout_id"])
+    if rule.mask_truncated and row["termination_reason"] in TRUNCATED_REASONS:
+        mine = None  # out of the loss, its reward still in the baseline above
     return GroupBaseline(
         members=[BaselineMember(rollout_id=rid, reward=reward, counted=reward is not None, advantage=stored)
                  for rid, _, reward, stored in members],
@@ -85,7 +87,7 @@ def tokens(rollout_id: str, ref: RunRef = Depends(run_ref), dec: TokenDecoder = 
         kind, model, config = queries.run_config(conn, ref.run_id)
         calls = queries.model_call_tokens(conn, rollout_id)
     correction = run_correction(config)
-    trained, why = trained_why(kind, row, bool(config.get("orchestrator", {}).get("mask_truncated")))
+    trained, why = trained_why(kind, row, kind == "rl" and run_reward_rule(kind, config).mask_truncated)
     source, texts = dec.decode(model, [c["token_ids"] or [] for c in calls])
     out = []
     for k, c in enumerate(calls):
@@ -124,11 +126,13 @@ def trained_why(kind: str, row: dict[str, Any], masks_truncated: bool = False) -
     if row["advantage"] is None:
         if row["reward"] is None:
             return False, "not scored (an operational failure) and failures are not counted"
-        if masks_truncated and row["termination_reason"] in TRUNCATED_REASONS:
+        cut = masks_truncated and row["termination_reason"] in TRUNCATED_REASONS
+        if cut and row["trained_siblings"]:
             return False, (f"cut off by a length limit ({row['termination_reason']}): orchestrator.mask_truncated "
                            "leaves it out of the loss, its reward still in the group's baseline")
-        return False, ("no advantage: its group had no signal (all rewards equal), came too far off-policy, or "
-                       "collapse recovery rolled the weights back at its step")
+        return False, ("no advantage: its group had no signal (all rewards equal), came too far off-policy, "
+                       + ("every reply with a signal was cut off by a length limit (orchestrator.mask_truncated), "
+                          if cut else "") + "or collapse recovery rolled the weights back at its step")
     return True, f"trained with advantage {row['advantage']:.4g} (calls with token ids and logprobs)"
 
 

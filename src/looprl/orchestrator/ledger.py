@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from looprl.envs.types import TRUNCATED_REASONS, Example, RolloutResult
+from looprl.envs.types import Example, RolloutResult
 from looprl.orchestrator.example_order import Draw, ExampleOrder
 from looprl.session.advantages import GroupAdvantages
 from looprl.session.groups import new_id
@@ -44,21 +44,19 @@ def resume_order(examples: Sequence[Example], seed: int, entries: Sequence[Ledge
 
 
 def outcome(adv: GroupAdvantages, results: Sequence[RolloutResult], trained: bool,
-            filtered: bool, rolled_back: bool = False, masks_truncated: bool = False) -> tuple[str, str | None]:
+            filtered: bool, rolled_back: bool = False) -> tuple[str, str | None]:
     """A landed, fresh group's ledger outcome and reason. `trained`: its samples are in the batch;
     `filtered`: dynamic sampling left it out; `rolled_back`: collapse recovery rolled the weights back at
-    this step, so nothing the collapsed policy sampled trains; `masks_truncated`: `orchestrator.mask_truncated`
-    leaves the replies a length limit cut off out of the loss."""
+    this step, so nothing the collapsed policy sampled trains."""
     if adv.failed:
         reasons = sorted({r.termination_reason for r in results if not r.scored})
         failed = sum(not r.scored for r in results)
         return "failed", f"{failed} of {len(results)} rollouts failed: {', '.join(reasons)}"
     if trained:
         return "trained", None
-    cut = masks_truncated and all(r.termination_reason in TRUNCATED_REASONS for r in results if r.scored)
-    why = ("no signal" if adv.skipped else
+    why = ("every reply with a learning signal was cut off by a length limit (orchestrator.mask_truncated)"
+           if adv.skipped and adv.masked else "no signal" if adv.skipped else
            "collapse recovery rolled the weights back at this step" if rolled_back else
-           "every reply was cut off by a length limit (orchestrator.mask_truncated)" if cut else
            "no trainable model calls")
     return ("filtered" if filtered else "skipped"), why
 

@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any
 
 from looprl.config import RLConfig, SamplingParams
-from looprl.envs.types import TRUNCATED_REASONS
 from looprl.gateway.app import Gateway
 from looprl.handoff import TrainBatch, TrainerReport, await_model, read_model, write_model
 from looprl.handoff.files import POLL_S, write_atomic
@@ -222,9 +221,6 @@ class Orchestrator:
         for i, (landed_group, group, adv) in enumerate(zip(sampled, groups, advantages)):
             trained = False
             for (result, calls), reward, advantage in zip(group, adv.rewards, adv.advantages):
-                if ocfg.mask_truncated and advantage is not None and result.termination_reason in TRUNCATED_REASONS:
-                    advantage = None  # cut off by a length limit: out of the loss, its reward still in the baseline
-                    masked += not (adv.skipped or rolled_back)
                 if advantage is not None and not adv.skipped and not rolled_back:
                     built = build_samples(result.rollout_id, calls, advantage, landed_group.started_version)
                     samples += built
@@ -234,8 +230,9 @@ class Orchestrator:
                         self.loss_calls[result.rollout_id] = loss_calls(calls)
                 records.append(self.session.record(result, calls, step, reward,
                                                    None if adv.skipped or rolled_back else advantage))
+            masked += 0 if rolled_back else adv.masked
             what, why = outcome(adv, [r for r, _ in group], trained, filtered=i >= len(landed.fresh),
-                                rolled_back=rolled_back, masks_truncated=ocfg.mask_truncated)
+                                rolled_back=rolled_back)
             outcomes.append((group[0][0].group_id, what, why))
         mark_zero_filled(records)  # the batch; dropped groups are in none
         micro_batches = pack(samples, ocfg.token_budget)
@@ -258,10 +255,11 @@ class Orchestrator:
             if masked and not samples and not self.warned_all_masked:
                 self.warned_all_masked = True
                 get_logger().warning(
-                    f"step {step} trained nothing: its {masked} replies with a learning signal were all cut off at "
-                    f"orchestrator.sampling.max_tokens ({ocfg.sampling.max_tokens}), and orchestrator.mask_truncated "
-                    "leaves such replies out of the loss; raise max_tokens or set mask_truncated = false "
-                    "(said once a run)")
+                    f"step {step} trained nothing: its {masked} replies in groups with a learning signal were all cut "
+                    "off by a length limit (output_exceeded: orchestrator.sampling.max_tokens, here "
+                    f"{ocfg.sampling.max_tokens}; context_exceeded: the model's context), and "
+                    "orchestrator.mask_truncated leaves such replies out of the loss; raise the limit or set "
+                    "mask_truncated = false (said once a run)")
         metrics["step_time_s"] = time.perf_counter() - started
         self.pending[step] = metrics
         # Rollouts and metrics are on disk before the trainer can start the step, so a checkpoint of

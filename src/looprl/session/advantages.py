@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from looprl.config import OrchestratorConfig
-from looprl.envs.types import RolloutResult
+from looprl.envs.types import TRUNCATED_REASONS, RolloutResult
 from looprl.session.rewards import mean_std, rollout_reward
 
 ZERO = 1e-8
@@ -37,6 +37,9 @@ class GroupAdvantages:
     """True when no rollout of the group has a non-zero advantage."""
     failed: bool = False
     """True when the group is out for its failed rollouts (all of them, or one under `failed_group = "drop"`)."""
+    masked: int = 0
+    """Rollouts cut off by a length limit that `orchestrator.mask_truncated` left out of the loss (their advantages
+    None; the group is skipped when no other rollout has one)."""
 
 
 def group_advantages(rewards: Sequence[float | None], normalize_std: bool) -> GroupAdvantages:
@@ -59,5 +62,17 @@ def batch_advantages(groups: Sequence[Sequence[RolloutResult]], rule: Orchestrat
         failures = sum(not r.scored for r in group)
         if failures and (failures == len(group) or rule.failed_group == "drop"):
             adv = GroupAdvantages(adv.rewards, [None] * len(group), skipped=True, failed=True)
+        elif rule.mask_truncated and not adv.skipped:
+            adv = masked_truncated(group, adv)
         out.append(adv)
     return out
+
+
+def masked_truncated(group: Sequence[RolloutResult], adv: GroupAdvantages) -> GroupAdvantages:
+    """`adv` with the rollouts a length limit cut off out of the loss (`orchestrator.mask_truncated`): their rewards
+    stay in the baseline the others' advantages were taken against."""
+    cut = [r.termination_reason in TRUNCATED_REASONS and a is not None for r, a in zip(group, adv.advantages)]
+    if not any(cut):
+        return adv
+    kept = [None if c else a for c, a in zip(cut, adv.advantages)]
+    return GroupAdvantages(adv.rewards, kept, all(a is None or abs(a) < ZERO for a in kept), masked=sum(cut))

@@ -8,9 +8,11 @@ import pytest
 from tests.unit.orchestrator.test_zero_filled import FakePool, FakeSampler, result, step_only
 
 from looprl.envs.types import Example
+from looprl.handoff import TrainBatch, read_model
 from looprl.orchestrator.example_order import ExampleOrder
 from looprl.orchestrator.failure_streak import TooManyFailures
 from looprl.orchestrator.ledger import PromptLedger, resume_order
+from looprl.paths import batch_path
 from looprl.store.ledger import LedgerEntry
 from looprl.store.reader import RunStoreReader
 from looprl.store.records import ModelCall
@@ -128,14 +130,30 @@ def test_mask_truncated_trains_the_finished_replies_and_says_when_every_reply_wa
     asyncio.run(orch.ledger.cancel("the run ended"))
     orch.session.writer.close()
     [line] = [line for line in sink.getvalue().splitlines() if "trained nothing" in line]
-    assert "WARNING" in line and "step 2 trained nothing: its 2 replies with a learning signal" in line
+    assert "WARNING" in line
+    assert "step 2 trained nothing: its 2 replies in groups with a learning signal were all cut off" in line
     rows = _ledger_rows(tmp_path)
     advantages = {r.rollout_id: r.advantage for r in RunStoreReader(tmp_path).list_rollouts("run")[0]}
     assert advantages["a"] > 0 > advantages["c"] and advantages["a"] > -advantages["c"]  # b's 0 is in the mean
     assert {r: advantages[r] for r in "bde"} == dict.fromkeys("bde")
     assert rows[g1].outcome == "trained" and orch.pending[1]["rollouts_masked"] == 3
     assert (rows[g2].outcome, rows[g2].reason) == (
-        "skipped", "every reply was cut off by a length limit (orchestrator.mask_truncated)")
+        "skipped", "every reply with a learning signal was cut off by a length limit (orchestrator.mask_truncated)")
+    assert orch.pending[1]["groups_skipped"] == 1  # a group left without signal by the mask counts as skipped
+
+
+def test_a_step_trains_its_groups_in_draw_order_whichever_finished_first(tmp_path):
+    """Two runs of one seed hand the trainer the same batch: the groups in the order their examples were drawn (the
+    pool gives them in the order they finished), and the step forgets the draws of the groups it took."""
+    orch = step_only(tmp_path)
+    g1, g2, g3 = _draw_groups(orch, 3)
+    orch.draws = {g1: (0, 0), g2: (0, 1), g3: (0, 2)}
+    groups = {g: [rollout(f"{g}-a", {"c": 1.0}, g), rollout(f"{g}-b", {"c": 0.0}, g)] for g in (g1, g2, g3)}
+    asyncio.run(orch.step(1, FakeSampler(), FakePool([groups[g3], groups[g1], groups[g2]], [])))
+    orch.session.writer.close()
+    batch = read_model(batch_path(tmp_path, 1), TrainBatch)
+    trained = [rid for mb in batch.micro_batches for tree in mb.trees for rid in tree.rollout_ids]
+    assert trained == [f"{g}-{x}" for g in (g1, g2, g3) for x in "ab"] and orch.draws == {}
 
 
 def test_include_failed_and_dropping_failed_groups_contradict():

@@ -351,9 +351,17 @@ def test_rl_mask_truncated_leaves_replies_cut_off_out_of_the_loss(tmp_path):
     assert sum(r["rollouts_masked"] for r in rows) >= sum(r[5] in signal for r in cut) > 0
     for row in rows:
         assert row["train/loss_tokens"] == sum(r[4] for r in trained if r[1] == row["step"])
-    view = TestClient(create_app([run]), base_url="http://127.0.0.1:8765").get(
-        f"/api/runs/run/rollouts/{next(r[0] for r in cut if r[5] in signal)}/tokens").json()
+    inspector = TestClient(create_app([run]), base_url="http://127.0.0.1:8765")
+    masked = next(r for r in cut if r[5] in signal)
+    view = inspector.get(f"/api/runs/run/rollouts/{masked[0]}/tokens").json()
     assert not view["trained"] and "orchestrator.mask_truncated leaves it out of the loss" in view["why"]
+    # the inspector's baseline takes the group's advantages as the orchestrator did: the cut-off reply's reward in
+    # the mean, no advantage of its own, its trained siblings' advantages as stored
+    baseline = inspector.get(f"/api/runs/run/rollouts/{masked[0]}/explain").json()["baseline"]
+    assert baseline["advantage"] is None and masked[0] in {m["rollout_id"] for m in baseline["members"] if m["counted"]}
+    sibling = next(r for r in trained if r[5] == masked[5])
+    explained = inspector.get(f"/api/runs/run/rollouts/{sibling[0]}/explain").json()["baseline"]
+    assert explained["advantage"] == pytest.approx(sibling[3])
 
 
 def test_rl_run_twice_with_one_seed_samples_the_same_replies(tmp_path):

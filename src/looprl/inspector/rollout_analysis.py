@@ -27,7 +27,7 @@ from looprl.inspector.analysis_types import (
 from looprl.inspector.api import run_ref
 from looprl.inspector.catalog import RunRef
 from looprl.inspector.tokens import TokenDecoder
-from looprl.session.advantages import EPS, group_advantages
+from looprl.session.advantages import EPS, group_advantages, masked_truncated
 from looprl.session.rewards import mean_std, run_reward_rule
 from looprl.store.records import ModelCall
 
@@ -63,14 +63,15 @@ def explain(rollout_id: str, ref: RunRef = Depends(run_ref)) -> RewardExplanatio
 
 def baseline(row: dict[str, Any], members: list[tuple[str, str, float | None, float | None]],
              rule: OrchestratorConfig) -> GroupBaseline:
-    """The group's rewards as stored (failures already 0 under `include_failed`), through `group_advantages`."""
+    """The group's rewards as stored (failures already 0 under `include_failed`), through `group_advantages` (and
+    `masked_truncated` under the run's `mask_truncated`, as the orchestrator took them)."""
     normalize, include_failed = rule.normalize_std, rule.include_failed
     rewards = [reward for _, _, reward, _ in members]
     adv = group_advantages(rewards, normalize)
+    if rule.mask_truncated and not adv.skipped:
+        adv = masked_truncated([reason for _, reason, _, _ in members], adv)
     mean, std = mean_std([r for r in rewards if r is not None])
     mine = next(a for (rid, *_), a in zip(members, adv.advantages) if rid == row["rollout_id"])
-    if rule.mask_truncated and row["termination_reason"] in TRUNCATED_REASONS:
-        mine = None  # out of the loss, its reward still in the baseline above
     return GroupBaseline(
         members=[BaselineMember(rollout_id=rid, reward=reward, counted=reward is not None, advantage=stored)
                  for rid, _, reward, stored in members],
@@ -87,7 +88,7 @@ def tokens(rollout_id: str, ref: RunRef = Depends(run_ref), dec: TokenDecoder = 
         kind, model, config = queries.run_config(conn, ref.run_id)
         calls = queries.model_call_tokens(conn, rollout_id)
     correction = run_correction(config)
-    trained, why = trained_why(kind, row, kind == "rl" and run_reward_rule(kind, config).mask_truncated)
+    trained, why = trained_why(kind, row, run_reward_rule(kind, config).mask_truncated)
     source, texts = dec.decode(model, [c["token_ids"] or [] for c in calls])
     out = []
     for k, c in enumerate(calls):

@@ -49,8 +49,12 @@ def group_advantages(rewards: Sequence[float | None], normalize_std: bool) -> Gr
     mean, std = mean_std(present)
     scale = std + EPS if normalize_std else 1.0
     advantages = [None if r is None else (r - mean) / scale for r in rewards]
-    skipped = all(a is None or abs(a) < ZERO for a in advantages)
-    return GroupAdvantages(list(rewards), advantages, skipped)
+    return GroupAdvantages(list(rewards), advantages, without_signal(advantages))
+
+
+def without_signal(advantages: Sequence[float | None]) -> bool:
+    """Whether no rollout of a group carries a non-zero advantage (the group is skipped)."""
+    return all(a is None or abs(a) < ZERO for a in advantages)
 
 
 def batch_advantages(groups: Sequence[Sequence[RolloutResult]], rule: OrchestratorConfig) -> list[GroupAdvantages]:
@@ -63,16 +67,17 @@ def batch_advantages(groups: Sequence[Sequence[RolloutResult]], rule: Orchestrat
         if failures and (failures == len(group) or rule.failed_group == "drop"):
             adv = GroupAdvantages(adv.rewards, [None] * len(group), skipped=True, failed=True)
         elif rule.mask_truncated and not adv.skipped:
-            adv = masked_truncated(group, adv)
+            adv = masked_truncated([r.termination_reason for r in group], adv)
         out.append(adv)
     return out
 
 
-def masked_truncated(group: Sequence[RolloutResult], adv: GroupAdvantages) -> GroupAdvantages:
-    """`adv` with the rollouts a length limit cut off out of the loss (`orchestrator.mask_truncated`): their rewards
-    stay in the baseline the others' advantages were taken against."""
-    cut = [r.termination_reason in TRUNCATED_REASONS and a is not None for r, a in zip(group, adv.advantages)]
+def masked_truncated(reasons: Sequence[str], adv: GroupAdvantages) -> GroupAdvantages:
+    """`adv` of a group whose rollouts ended for `reasons`, with those a length limit cut off out of the loss
+    (`orchestrator.mask_truncated`): their rewards stay in the baseline the others' advantages were taken against.
+    The orchestrator and the inspector's baseline both take a group's advantages through it."""
+    cut = [reason in TRUNCATED_REASONS and a is not None for reason, a in zip(reasons, adv.advantages)]
     if not any(cut):
         return adv
     kept = [None if c else a for c, a in zip(cut, adv.advantages)]
-    return GroupAdvantages(adv.rewards, kept, all(a is None or abs(a) < ZERO for a in kept), masked=sum(cut))
+    return GroupAdvantages(adv.rewards, kept, without_signal(kept), masked=sum(cut))

@@ -193,11 +193,14 @@ class OrchestratorConfig(Strict):
     halt. The default, 50, is more than six groups of the default `group_size` failing whole in a row."""
     mask_truncated: bool = False
     """Leave out of the loss the rollouts a length limit cut off (`output_exceeded`: the reply reached
-    `sampling.max_tokens`; `context_exceeded`), as TRL's `mask_truncated_completions` and DAPO's overlong
-    filtering do. Their rewards still count in their group's baseline. On `examples/large_number`, whose replies often
-    run on past the answer to the limit, it halved the median time to 80 % of the reward and its slowest run of 7 was
-    sooner than the median without it; off by default until the rest of the learning matrix has run with it (on
-    `one_word` 95 % came a step or two later: a reply that runs on there is wrong, and is no longer pushed down)."""
+    `sampling.max_tokens`; `context_exceeded`) in groups where a sibling finished, as TRL's
+    `mask_truncated_completions` and DAPO's overlong filtering do; their rewards still count in their group's
+    baseline. A group in which no reply finished trains as usual (TRL and DAPO mask it too, which on
+    `examples/two_digit`, whose replies all start out running past the limit, trained almost nothing for 15-40 steps).
+    On `examples/large_number`, whose replies often run on past the answer to the limit, it reached 80 % of the reward
+    in about half the defaults' time, its slowest seed sooner than their median; off by default because on
+    `two_digit` and `one_word` it was no faster and the seeds run with it are too few to judge its worst one
+    (docs/benchmarks.md)."""
     normalize_std: bool = True
     """Divide group advantages by the group's reward std (GRPO, and TRL's default). On a task where
     successes are rare it weighs the one right reply of a group far above the usual spread: on

@@ -255,8 +255,9 @@ class Orchestrator:
             if masked and not samples and not self.warned_all_masked:
                 self.warned_all_masked = True
                 get_logger().warning(
-                    f"step {step} trained nothing: its {masked} replies in groups with a learning signal were all cut "
-                    "off by a length limit (output_exceeded: orchestrator.sampling.max_tokens, here "
+                    f"step {step} trained nothing: its {masked} replies with a learning signal were cut off by a "
+                    "length limit beside finished replies that scored their group's mean (output_exceeded: "
+                    "orchestrator.sampling.max_tokens, here "
                     f"{ocfg.sampling.max_tokens}; context_exceeded: the model's context), and "
                     "orchestrator.mask_truncated leaves such replies out of the loss; raise the limit or set "
                     "mask_truncated = false (said once a run)")

@@ -20,7 +20,8 @@ Metric names (the JSON object stored per step, `looprl metrics` prints them):
   first model request (negative: the step's first groups started on older weights).
 - `prompt_tokens`, `completion_tokens`, `completion_len` (mean per rollout), `samples`, `micro_batches`.
 - `rollouts_masked` (with `orchestrator.mask_truncated`): rollouts of groups whose rewards differ, left out of the
-  loss because a length limit cut them off (a group with no other rollout left is skipped: `groups_skipped`);
+  loss because a length limit cut them off while a sibling finished (a group left without a non-zero advantage is
+  skipped: `groups_skipped`; a group in which no reply finished trains as usual);
   `termination/output_exceeded` counts every reply that reached `max_tokens`.
 - `sample_breaks`: samples beyond a rollout's first, i.e. multi-turn calls whose prompt tokens did not
   extend the previous call's prompt + completion (the chat template re-rendered earlier turns

@@ -105,9 +105,10 @@ def test_a_group_whose_rollouts_all_failed_is_failed_not_skipped(tmp_path):
     assert _ledger_rows(tmp_path)[g1].outcome == "failed"
 
 
-def test_mask_truncated_trains_the_finished_replies_and_says_when_every_reply_was_cut_off(tmp_path):
-    """`orchestrator.mask_truncated`: a reply cut off at `max_tokens` is stored without an advantage while its reward
-    stays in the baseline; a group whose replies were all cut off trains nothing, and its ledger row says why."""
+def test_mask_truncated_trains_the_finished_replies_and_says_when_a_step_trained_nothing(tmp_path):
+    """`orchestrator.mask_truncated`: a reply cut off at `max_tokens` beside a finished one is stored without an
+    advantage while its reward stays in the baseline; a group in which no reply finished trains as usual; a group
+    whose only finished reply scored the mean trains nothing, its ledger row says why and the step warns, once."""
     orch = step_only(tmp_path, mask_truncated=True)
     g1, g2 = _draw_groups(orch, 2)
 
@@ -117,29 +118,30 @@ def test_mask_truncated_trains_the_finished_replies_and_says_when_every_reply_wa
 
     fresh = [[rollout("a", {"c": 1.0}, g1), cut("b", 0.0, g1), rollout("c", {"c": 0.0}, g1)],
              [cut("d", 1.0, g2), cut("e", 0.0, g2)]]
-    sink = io.StringIO()
+    sink, at_mean = io.StringIO(), []
     setup_logger("info", sink=sink)
     try:
         asyncio.run(orch.step(1, FakeSampler(), FakePool(fresh, [])))
-        for step in (2, 3):  # every reply cut off: nothing trains, said once
+        for step in (2, 3):  # the signal only in replies cut off, the finished one at the mean: said once
             g3 = _draw_groups(orch, 1)[0]
-            asyncio.run(orch.step(step, FakeSampler(), FakePool([[cut(f"f{step}", 1.0, g3), cut(f"g{step}", 0.0, g3)]],
-                                                                [])))
+            at_mean.append(g3)
+            group = [rollout(f"h{step}", {"c": 0.5}, g3), cut(f"f{step}", 1.0, g3), cut(f"g{step}", 0.0, g3)]
+            asyncio.run(orch.step(step, FakeSampler(), FakePool([group], [])))
     finally:
         reset_logger()
     asyncio.run(orch.ledger.cancel("the run ended"))
     orch.session.writer.close()
     [line] = [line for line in sink.getvalue().splitlines() if "trained nothing" in line]
     assert "WARNING" in line
-    assert "step 2 trained nothing: its 2 replies in groups with a learning signal were all cut off" in line
+    assert "step 2 trained nothing: its 2 replies with a learning signal were cut off" in line
     rows = _ledger_rows(tmp_path)
     advantages = {r.rollout_id: r.advantage for r in RunStoreReader(tmp_path).list_rollouts("run")[0]}
     assert advantages["a"] > 0 > advantages["c"] and advantages["a"] > -advantages["c"]  # b's 0 is in the mean
-    assert {r: advantages[r] for r in "bde"} == dict.fromkeys("bde")
-    assert rows[g1].outcome == "trained" and orch.pending[1]["rollouts_masked"] == 3
-    assert (rows[g2].outcome, rows[g2].reason) == (
-        "skipped", "every reply with a learning signal was cut off by a length limit (orchestrator.mask_truncated)")
-    assert orch.pending[1]["groups_skipped"] == 1  # a group left without signal by the mask counts as skipped
+    assert advantages["b"] is None and advantages["d"] > 0 > advantages["e"]  # no reply of g2 finished
+    assert rows[g1].outcome == rows[g2].outcome == "trained" and orch.pending[1]["rollouts_masked"] == 1
+    assert {(rows[g].outcome, rows[g].reason) for g in at_mean} == {(
+        "skipped", "every reply with a learning signal was cut off by a length limit (orchestrator.mask_truncated)")}
+    assert orch.pending[2]["groups_skipped"] == 1  # a group left without signal by the mask counts as skipped
 
 
 def test_a_step_trains_its_groups_in_draw_order_whichever_finished_first(tmp_path):

@@ -20,12 +20,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from looprl.config import OrchestratorConfig
-from looprl.envs.types import TRUNCATED_REASONS, RolloutResult
+from looprl.envs.types import SCORED_REASONS, TRUNCATED_REASONS, RolloutResult
 from looprl.session.rewards import mean_std, rollout_reward
 
 ZERO = 1e-8
 EPS = 1e-6
 """Added to the group's std before dividing by it (a group of equal rewards has std 0)."""
+FINISHED_REASONS = SCORED_REASONS - TRUNCATED_REASONS
+"""Scored rollouts no length limit cut off; under `include_failed` a failure has an advantage but is not one."""
 
 
 @dataclass
@@ -80,7 +82,7 @@ def masked_truncated(reasons: Sequence[str], adv: GroupAdvantages) -> GroupAdvan
     replies all start out running past the limit would train nothing until one stops by chance).
     The orchestrator and the inspector's baseline both take a group's advantages through it."""
     cut = [reason in TRUNCATED_REASONS and a is not None for reason, a in zip(reasons, adv.advantages)]
-    finished = any(reason not in TRUNCATED_REASONS and a is not None for reason, a in zip(reasons, adv.advantages))
+    finished = any(reason in FINISHED_REASONS and a is not None for reason, a in zip(reasons, adv.advantages))
     if not (any(cut) and finished):
         return adv
     kept = [None if c else a for c, a in zip(cut, adv.advantages)]

@@ -45,6 +45,20 @@ def test_failed_rollouts_can_count_as_zero():
     assert out.advantages == pytest.approx([1 / 3, 1 / 3, -2 / 3])
 
 
+def test_mask_truncated_masks_a_cut_off_reply_only_beside_a_finished_one():
+    """`mask_truncated`: cut-off replies leave the loss where a sibling finished (their rewards stay in the mean); a
+    group in which none finished keeps its advantages, and a failure counted as 0 (`include_failed`) is no finished
+    sibling."""
+    rule = OrchestratorConfig(mask_truncated=True, include_failed=True, normalize_std=False)
+    beside = [_result("a", {"c": 1.0}), _result("b", {"c": 0.0}, "output_exceeded"), _result("c", {"c": 0.5})]
+    all_cut = [_result("d", {"c": 1.0}, "output_exceeded"), _result("e", {"c": 0.0}, "context_exceeded")]
+    with_failure = [*all_cut, _result("f", {}, "env_error")]
+    masked, kept, failed = batch_advantages([beside, all_cut, with_failure], rule)
+    assert masked.advantages == pytest.approx([0.5, None, 0.0]) and masked.masked == 1 and not masked.skipped
+    assert kept.advantages == pytest.approx([0.5, -0.5]) and kept.masked == 0
+    assert failed.advantages == pytest.approx([2 / 3, -1 / 3, -1 / 3]) and failed.masked == 0
+
+
 def test_component_weights_and_zero_fill():
     a, b = _result("a", {"correct": 1.0, "format": 0.5}), _result("b", {"correct": 1.0})
     assert rollout_reward(a, {"format": 2.0}) == 2.0

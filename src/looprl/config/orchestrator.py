@@ -199,8 +199,8 @@ class OrchestratorConfig(Strict):
     `examples/two_digit`, whose replies all start out running past the limit, trained almost nothing for 15-40 steps).
     On `examples/large_number`, whose replies often run on past the answer to the limit, it reached 80 % of the reward
     in about half the defaults' time, its slowest seed sooner than their median; off by default because on
-    `two_digit` and `one_word` it was no faster and the seeds run with it are too few to judge its worst one
-    (docs/benchmarks.md)."""
+    `one_word` it came a step or two later and on `two_digit` its worst seed of four stalled where the defaults' did
+    not (docs/benchmarks.md)."""
     normalize_std: bool = True
     """Divide group advantages by the group's reward std (GRPO, and TRL's default). On a task where
     successes are rare it weighs the one right reply of a group far above the usual spread: on

@@ -68,7 +68,7 @@ def baseline(row: dict[str, Any], members: list[tuple[str, str, float | None, fl
     normalize, include_failed = rule.normalize_std, rule.include_failed
     rewards = [reward for _, _, reward, _ in members]
     adv = group_advantages(rewards, normalize)
-    if rule.mask_truncated and not adv.skipped:
+    if rule.mask_truncated:
         adv = masked_truncated([reason for _, reason, _, _ in members], adv)
     mean, std = mean_std([r for r in rewards if r is not None])
     mine = next(a for (rid, *_), a in zip(members, adv.advantages) if rid == row["rollout_id"])

@@ -68,7 +68,7 @@ def batch_advantages(groups: Sequence[Sequence[RolloutResult]], rule: Orchestrat
         failures = sum(not r.scored for r in group)
         if failures and (failures == len(group) or rule.failed_group == "drop"):
             adv = GroupAdvantages(adv.rewards, [None] * len(group), skipped=True, failed=True)
-        elif rule.mask_truncated and not adv.skipped:
+        elif rule.mask_truncated:
             adv = masked_truncated([r.termination_reason for r in group], adv)
         out.append(adv)
     return out
@@ -77,13 +77,14 @@ def batch_advantages(groups: Sequence[Sequence[RolloutResult]], rule: Orchestrat
 def masked_truncated(reasons: Sequence[str], adv: GroupAdvantages) -> GroupAdvantages:
     """`adv` of a group whose rollouts ended for `reasons`, with those a length limit cut off out of the loss
     (`orchestrator.mask_truncated`): their rewards stay in the baseline the others' advantages were taken against.
-    A group in which no reply finished keeps its advantages: the mask prefers a finished reply to one cut off, and
-    with none to prefer, leaving the group out would only lose what its rewards say about the answer (a task whose
-    replies all start out running past the limit would train nothing until one stops by chance).
+    A group without signal keeps its advantages, and so does one in which no reply finished: the mask prefers a
+    finished reply to one cut off, and with none to prefer, leaving the group out would only lose what its rewards
+    say about the answer (a task whose replies all start out running past the limit would train nothing until one
+    stops by chance).
     The orchestrator and the inspector's baseline both take a group's advantages through it."""
     cut = [reason in TRUNCATED_REASONS and a is not None for reason, a in zip(reasons, adv.advantages)]
     finished = any(reason in FINISHED_REASONS and a is not None for reason, a in zip(reasons, adv.advantages))
-    if not (any(cut) and finished):
+    if adv.skipped or not (any(cut) and finished):
         return adv
     kept = [None if c else a for c, a in zip(cut, adv.advantages)]
     return GroupAdvantages(adv.rewards, kept, without_signal(kept), masked=sum(cut))
